@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"runtime/debug"
+)
+
+// The error codes the API uses in the "code" field. This is the whole set;
+// the README lists them, and a client may switch on them.
+const (
+	codeUnauthorized         = "unauthorized"
+	codeInvalidBody          = "invalid_body"
+	codeInvalidField         = "invalid_field"
+	codeInvalidParameter     = "invalid_parameter"
+	codeNotFound             = "not_found"
+	codeMethodNotAllowed     = "method_not_allowed"
+	codeGone                 = "gone"
+	codePayloadTooLarge      = "payload_too_large"
+	codeUnsupportedMediaType = "unsupported_media_type"
+	codeInternal             = "internal"
+	codeNotImplemented       = "not_implemented"
+)
+
+// statusOf maps each error code to its HTTP status: the one table that says
+// which status a code travels with.
+func statusOf(code string) int {
+	switch code {
+	case codeInvalidBody, codeInvalidField, codeInvalidParameter:
+		return http.StatusBadRequest
+	case codeUnauthorized:
+		return http.StatusUnauthorized
+	case codeNotFound:
+		return http.StatusNotFound
+	case codeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case codeGone:
+		return http.StatusGone
+	case codePayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case codeUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
+	case codeNotImplemented:
+		return http.StatusNotImplemented
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// apiError is an error the client is meant to see. It is also the JSON error
+// body of every non-2xx answer: {"code", "message", "status"}.
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Status  int    `json:"status"`
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+// errorf builds an apiError whose status follows from its code.
+func errorf(code, format string, args ...any) *apiError {
+	return &apiError{Code: code, Message: fmt.Sprintf(format, args...), Status: statusOf(code)}
+}
+
+// writeError answers with err as the JSON error body. An err that is not an
+// *apiError is a failure of ours: the client gets a bare 500 and the details
+// go to the log only, so no SQL, path or stack ever reaches a client.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var e *apiError
+	if !errors.As(err, &e) {
+		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		e = errorf(codeInternal, "the server failed to complete the request; the failure has been logged")
+	}
+	writeJSON(w, e.Status, e)
+}
+
+// writeJSON encodes v as the response body with the given status. The body is
+// encoded before anything is sent, so an encoding failure can still become a
+// clean 500.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// The API is not HTML: "<API key>" reads better than "\u003cAPI key\u003e",
+	// and nosniff keeps browsers from treating the body as a page.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		writeBody(w, http.StatusInternalServerError, []byte(`{"code":"internal","message":"the server failed to encode its answer","status":500}`+"\n"))
+		return
+	}
+	writeBody(w, status, buf.Bytes())
+}
+
+// writeBody sends an already encoded JSON body.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// recoverPanics turns a panic in a handler into a logged 500 with the standard
+// error body, instead of a dropped connection.
+func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v) // the handler asked net/http to abort the response on purpose
+			}
+			writeError(w, r, log, fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// routeErrors serves r through mux, answering in JSON where the mux itself
+// would answer in plain text: an unknown path (404), a known path with the
+// wrong method (405, keeping the mux's Allow header) and a path that is not
+// in canonical form, which the mux would redirect (a redirect would turn a
+// POST into a GET in most clients, so it is a 404 here instead). Those
+// answers, too, go through auth: a caller without a key learns nothing about
+// which paths exist.
+func routeErrors(log *slog.Logger, mux *http.ServeMux, auth func(http.Handler) http.Handler) http.Handler {
+	unrouted := auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if p == "" || p[0] != '/' || path.Clean(p) != p {
+			writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; paths have no empty, '.' or '..' segments and no trailing slash", abbreviate(p)))
+			return
+		}
+		// Let the mux's own handler decide between 404 and 405 (and set
+		// Allow), then replace its plain-text body with ours.
+		h, _ := mux.Handler(r)
+		rec := &statusRecorder{header: w.Header()}
+		h.ServeHTTP(rec, r)
+		if rec.status == http.StatusMethodNotAllowed {
+			writeError(w, r, log, errorf(codeMethodNotAllowed, "method %s is not allowed on %s; allowed: %s", abbreviate(r.Method), p, w.Header().Get("Allow")))
+			return
+		}
+		writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; the API lives under /v1, for example /v1/pets", abbreviate(p)))
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p != "" && p[0] == '/' && path.Clean(p) == p {
+			if _, pattern := mux.Handler(r); pattern != "" {
+				mux.ServeHTTP(w, r)
+				return
+			}
+		}
+		unrouted.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder records the status a handler writes and throws its body
+// away. Its header map is the real response's, so headers such as Allow
+// survive.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (s *statusRecorder) Header() http.Header { return s.header }
+
+func (s *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+
+func (s *statusRecorder) WriteHeader(status int) { s.status = status }

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver; the binary stays CGO-free
+)
+
+// schema creates the tables on open; every statement in it is idempotent.
+//
+//go:embed schema.sql
+var schema string
+
+// errPetNotFound is what the store returns when no pet has the requested id;
+// handlers turn it into a 404.
+var errPetNotFound = errors.New("pet not found")
+
+// connParams are the pragmas every connection gets. Each one is there for a
+// reason:
+//   - journal_mode(WAL): readers never block the writer and the writer never
+//     blocks readers, so lists stay fast while pets are being added.
+//   - synchronous(FULL): in WAL mode this fsyncs the log on every commit, so a
+//     201 survives a power cut, not only a crash of the process (NORMAL would
+//     lose the last commits on power loss).
+//   - busy_timeout(5000): a connection that finds the file locked (by a
+//     backup, or a second process) waits up to 5 s instead of failing at once.
+//   - _txlock=immediate: a write transaction takes the write lock when it
+//     begins, so it can never fail half-way with SQLITE_BUSY on upgrade.
+const connParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+
+// store keeps the pets in one SQLite file.
+//
+// SQLite allows one writer at a time. Rather than let concurrent writers
+// collide and fail with "database is locked", all writes go through a pool
+// of exactly one connection, so they queue in Go; reads use a separate pool
+// whose connections are query-only and run in parallel thanks to WAL.
+type store struct {
+	writer *sql.DB
+	reader *sql.DB
+
+	insertPet   *sql.Stmt
+	selectPet   *sql.Stmt
+	listAll     *sql.Stmt
+	listByState *sql.Stmt
+}
+
+// openStore opens (creating if needed) the database file at path and brings
+// its schema up to date.
+func openStore(ctx context.Context, path string) (*store, error) {
+	if path == "" {
+		return nil, errors.New("database path is empty")
+	}
+	if strings.ContainsAny(path, "?#") {
+		// The driver reads everything after '?' as connection parameters.
+		return nil, fmt.Errorf("database path %q must not contain '?' or '#'", path)
+	}
+	writer, err := sql.Open("sqlite", path+"?"+connParams)
+	if err != nil {
+		return nil, err
+	}
+	writer.SetMaxOpenConns(1)
+	// The one writer connection is kept forever: reopening it would repeat
+	// the pragmas and the WAL set-up for nothing.
+	writer.SetConnMaxIdleTime(0)
+	writer.SetConnMaxLifetime(0)
+	if _, err := writer.ExecContext(ctx, schema); err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("apply schema to %s: %w", path, err)
+	}
+
+	reader, err := sql.Open("sqlite", path+"?"+connParams+"&_pragma=query_only(1)")
+	if err != nil {
+		writer.Close()
+		return nil, err
+	}
+	// Readers run in parallel under WAL; more connections than cores only
+	// adds contention.
+	readers := max(4, runtime.GOMAXPROCS(0))
+	reader.SetMaxOpenConns(readers)
+	reader.SetMaxIdleConns(readers)
+
+	s := &store{writer: writer, reader: reader}
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// prepare compiles the statements once, so a request does not parse SQL.
+func (s *store) prepare(ctx context.Context) error {
+	const columns = "id, name, category_id, status"
+	stmts := []struct {
+		db    *sql.DB
+		dst   **sql.Stmt
+		query string
+	}{
+		{s.writer, &s.insertPet, "INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id"},
+		{s.reader, &s.selectPet, "SELECT " + columns + " FROM pets WHERE id = ?"},
+		{s.reader, &s.listAll, "SELECT " + columns + " FROM pets WHERE id > ? ORDER BY id LIMIT ?"},
+		{s.reader, &s.listByState, "SELECT " + columns + " FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?"},
+	}
+	for _, st := range stmts {
+		stmt, err := st.db.PrepareContext(ctx, st.query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", st.query, err)
+		}
+		*st.dst = stmt
+	}
+	return nil
+}
+
+// Close closes both pools; the WAL is checkpointed when the last connection
+// to the file closes.
+func (s *store) Close() error {
+	for _, stmt := range []*sql.Stmt{s.insertPet, s.selectPet, s.listAll, s.listByState} {
+		if stmt != nil {
+			stmt.Close()
+		}
+	}
+	return errors.Join(s.reader.Close(), s.writer.Close())
+}
+
+// createPet stores p and returns it with its new id. It returns only once the
+// row is committed, and with synchronous=FULL, on disk.
+func (s *store) createPet(ctx context.Context, p newPet) (Pet, error) {
+	var id int64
+	if err := s.insertPet.QueryRowContext(ctx, p.Name, p.CategoryID, p.Status).Scan(&id); err != nil {
+		return Pet{}, fmt.Errorf("insert pet: %w", err)
+	}
+	return Pet{ID: id, Name: p.Name, CategoryID: p.CategoryID, Status: p.Status}, nil
+}
+
+// getPet returns the pet with the given id, or errPetNotFound.
+func (s *store) getPet(ctx context.Context, id int64) (Pet, error) {
+	var p Pet
+	err := s.selectPet.QueryRowContext(ctx, id).Scan(&p.ID, &p.Name, &p.CategoryID, &p.Status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Pet{}, errPetNotFound
+	}
+	if err != nil {
+		return Pet{}, fmt.Errorf("select pet %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// petPage is one page of a keyset-paginated list.
+type petPage struct {
+	Pets []Pet
+	More bool // more pets match after the last one in Pets
+}
+
+// listPets returns up to q.Limit pets with id > q.After, in ascending id
+// order, filtered by q.Status when it is set.
+func (s *store) listPets(ctx context.Context, q listQuery) (petPage, error) {
+	// One row more than asked tells whether another page exists without a
+	// second query.
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if q.Status == "" {
+		rows, err = s.listAll.QueryContext(ctx, q.After, q.Limit+1)
+	} else {
+		rows, err = s.listByState.QueryContext(ctx, q.Status, q.After, q.Limit+1)
+	}
+	if err != nil {
+		return petPage{}, fmt.Errorf("list pets: %w", err)
+	}
+	defer rows.Close()
+
+	pets := make([]Pet, 0, q.Limit+1)
+	for rows.Next() {
+		var p Pet
+		if err := rows.Scan(&p.ID, &p.Name, &p.CategoryID, &p.Status); err != nil {
+			return petPage{}, fmt.Errorf("scan pet: %w", err)
+		}
+		pets = append(pets, p)
+	}
+	if err := rows.Err(); err != nil {
+		return petPage{}, fmt.Errorf("list pets: %w", err)
+	}
+	if len(pets) > q.Limit {
+		return petPage{Pets: pets[:q.Limit], More: true}, nil
+	}
+	return petPage{Pets: pets}, nil
+}
