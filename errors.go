@@ -25,6 +25,7 @@ const (
 	codeUnsupportedMediaType = "unsupported_media_type"
 	codeInternal             = "internal"
 	codeNotImplemented       = "not_implemented"
+	codeUnavailable          = "unavailable"
 )
 
 // statusOf maps each error code to its HTTP status: the one table that says
@@ -47,6 +48,8 @@ func statusOf(code string) int {
 		return http.StatusUnsupportedMediaType
 	case codeNotImplemented:
 		return http.StatusNotImplemented
+	case codeUnavailable:
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError
 	}

@@ -181,8 +181,11 @@ func newServer(log *slog.Logger, keys keySet, st *store, now func() time.Time) h
 	return recoverPanics(log, routeErrors(log, mux, auth))
 }
 
-// addRoutes lists every route of the API.
+// addRoutes lists every route of the service. The health checks are the only
+// routes without auth: probes carry no key.
 func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) http.Handler, st *store, now func() time.Time) {
+	mux.Handle("GET /healthz", handleHealthz())
+	mux.Handle("GET /readyz", handleReadyz(log, st))
 	mux.Handle("GET /v1/pets", auth(handleListPets(log, st)))
 	mux.Handle("POST /v1/pets", auth(handleCreatePet(log, st)))
 	mux.Handle("GET /v1/pets/{petId}", deprecated(auth(handleGetPet(log, st, now))))

@@ -127,6 +127,13 @@ func (s *store) Close() error {
 	return errors.Join(s.reader.Close(), s.writer.Close())
 }
 
+// ping checks that the database answers a query, through the read pool that
+// serves most requests.
+func (s *store) ping(ctx context.Context) error {
+	var one int
+	return s.reader.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+}
+
 // createPet stores p and returns it with its new id. It returns only once the
 // row is committed, and with synchronous=FULL, on disk.
 func (s *store) createPet(ctx context.Context, p newPet) (Pet, error) {
