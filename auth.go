@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -33,16 +34,29 @@ func parseKeyList(list string) keySet {
 // len returns how many keys are configured.
 func (ks keySet) len() int { return len(ks.digests) }
 
-// contains reports whether key is one of the configured keys. It looks at
-// every configured key whatever the answer, so the time taken does not say
-// which key (or how many) matched.
-func (ks keySet) contains(key string) bool {
+// match reports whether key is one of the configured keys, and returns its
+// digest. It looks at every configured key whatever the answer, so the time
+// taken does not say which key (or how many) matched.
+func (ks keySet) match(key string) (digest [sha256.Size]byte, ok bool) {
 	d := sha256.Sum256([]byte(key))
 	match := 0
 	for i := range ks.digests {
 		match |= subtle.ConstantTimeCompare(d[:], ks.digests[i][:])
 	}
-	return match == 1
+	return d, match == 1
+}
+
+// keyIdentityKey is the context key under which requireKey stores the
+// identity of the API key that authenticated a request.
+type keyIdentityKey struct{}
+
+// keyIdentity returns the SHA-256 digest of the API key that authenticated
+// the request whose context is ctx; ok is false outside requireKey. Per-key
+// state (idempotency keys, rate limits) is scoped by this digest, so the key
+// itself never needs to be kept past the check.
+func keyIdentity(ctx context.Context) (digest [sha256.Size]byte, ok bool) {
+	digest, ok = ctx.Value(keyIdentityKey{}).([sha256.Size]byte)
+	return digest, ok
 }
 
 // generateKey returns a fresh random key: 32 bytes from the system's secure
@@ -72,9 +86,11 @@ func requireKey(ks keySet, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header := r.Header.Get("Authorization")
 		token, isBearer := bearerToken(header)
-		if isBearer && token != "" && ks.contains(token) {
-			next.ServeHTTP(w, r)
-			return
+		if isBearer && token != "" {
+			if digest, ok := ks.match(token); ok {
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, digest)))
+				return
+			}
 		}
 		var e *apiError
 		switch {

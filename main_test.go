@@ -169,6 +169,16 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"an unknown flag", nil, []string{"-bogus"}, "flags"},
 		{"a positional argument", nil, []string{"extra"}, "arguments"},
 		{"an empty -db", nil, []string{"-db", ""}, "-db"},
+		{"a zero -idempotency-ttl", nil, []string{"-idempotency-ttl", "0s"}, "-idempotency-ttl"},
+		{"an -idempotency-ttl without unit", map[string]string{"PETSTORE_IDEMPOTENCY_TTL": "24"}, nil, "-idempotency-ttl"},
+		{"a negative -rate-limit", nil, []string{"-rate-limit", "-1"}, "-rate-limit"},
+		{"a -rate-limit that is not a number", map[string]string{"PETSTORE_RATE_LIMIT": "fast"}, nil, "-rate-limit"},
+		{"an infinite -rate-limit", nil, []string{"-rate-limit", "+Inf"}, "-rate-limit"},
+		{"a NaN -rate-limit", nil, []string{"-rate-limit", "NaN"}, "-rate-limit"},
+		{"a negative -rate-burst", nil, []string{"-rate-limit", "1", "-rate-burst", "-1"}, "-rate-burst"},
+		{"a fractional -rate-burst", map[string]string{"PETSTORE_RATE_LIMIT": "1", "PETSTORE_RATE_BURST": "1.5"}, nil, "-rate-burst"},
+		{"a -rate-burst without -rate-limit", nil, []string{"-rate-burst", "5"}, "-rate-burst"},
+		{"a zero -read-header-timeout", map[string]string{"PETSTORE_READ_HEADER_TIMEOUT": "0"}, nil, "-read-header-timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
