@@ -51,7 +51,7 @@ func withLimits(l limits) serverOption {
 }
 
 // newTestServer starts the service on a fresh database.
-func newTestServer(t *testing.T, opts ...serverOption) *testServer {
+func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	t.Helper()
 	cfg := serverConfig{now: time.Now, limits: limits{idempotencyTTL: defaultIdempotencyTTL}}
 	for _, o := range opts {
