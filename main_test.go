@@ -165,29 +165,8 @@ func buildBinary(t *testing.T) string {
 // startBinary starts the built service and returns its URL once it printed it.
 func startBinary(t *testing.T, bin string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill() // only the process this test started, by its PID
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no URL line: %v", err)
-	}
-	m := urlLine.FindStringSubmatch(strings.TrimSpace(line))
-	if m == nil {
-		t.Fatalf("stdout line %q does not match %v", line, urlLine)
-	}
-	return cmd, m[1]
+	cmd, url, _ := startBinaryWithStderr(t, bin, env...)
+	return cmd, url
 }
 
 func TestSIGTERMFinishesInFlightRequestsAndClosesTheDatabase(t *testing.T) {
