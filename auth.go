@@ -1,49 +1,61 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
+	"sync/atomic"
 )
 
-// keySet is the set of API keys the service accepts. It holds only SHA-256
-// digests: comparing digests of equal length in constant time reveals neither
-// a key's content nor its length through timing, and the process never needs
-// the keys themselves after start-up.
-type keySet struct {
-	digests [][sha256.Size]byte
+// keyEntry is one accepted API key. Only its SHA-256 digest is kept:
+// comparing digests of equal length in constant time reveals neither a key's
+// content nor its length through timing, and a key file can list digests so
+// that it holds no secret at all.
+type keyEntry struct {
+	digest [sha256.Size]byte
+	label  string // names the caller in logs and metrics, never the key
 }
 
-// parseKeyList reads a comma-separated list of keys, as in PETSTORE_API_KEYS.
-// Blanks around keys and empty entries are ignored.
-func parseKeyList(list string) keySet {
-	var ks keySet
-	for k := range strings.SplitSeq(list, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			ks.digests = append(ks.digests, sha256.Sum256([]byte(k)))
+// newKeyEntry makes the entry for a digest, labelled by label or, without
+// one, by a short prefix of the digest.
+func newKeyEntry(digest [sha256.Size]byte, label string) keyEntry {
+	if label == "" {
+		label = "key-" + hex.EncodeToString(digest[:4])
+	}
+	return keyEntry{digest: digest, label: label}
+}
+
+// keySet is a set of accepted keys, immutable once built.
+type keySet struct {
+	entries []keyEntry
+}
+
+// match returns the entry whose key is token. It compares token with every
+// entry whatever the answer, so the time taken says neither which key
+// matched nor how many there are before it.
+func (ks *keySet) match(token string) (entry keyEntry, ok bool) {
+	d := sha256.Sum256([]byte(token))
+	found := -1
+	for i := range ks.entries {
+		if subtle.ConstantTimeCompare(d[:], ks.entries[i].digest[:]) == 1 {
+			found = i
 		}
 	}
-	return ks
-}
-
-// len returns how many keys are configured.
-func (ks keySet) len() int { return len(ks.digests) }
-
-// match reports whether key is one of the configured keys, and returns its
-// digest. It looks at every configured key whatever the answer, so the time
-// taken does not say which key (or how many) matched.
-func (ks keySet) match(key string) (digest [sha256.Size]byte, ok bool) {
-	d := sha256.Sum256([]byte(key))
-	match := 0
-	for i := range ks.digests {
-		match |= subtle.ConstantTimeCompare(d[:], ks.digests[i][:])
+	if found < 0 {
+		return keyEntry{}, false
 	}
-	return d, match == 1
+	return ks.entries[found], true
 }
 
 // keyIdentityKey is the context key under which requireKey stores the
@@ -53,10 +65,136 @@ type keyIdentityKey struct{}
 // keyIdentity returns the SHA-256 digest of the API key that authenticated
 // the request whose context is ctx; ok is false outside requireKey. Per-key
 // state (idempotency keys, rate limits) is scoped by this digest, so the key
-// itself never needs to be kept past the check.
+// itself never needs to be kept past the check, and a key keeps its state
+// whatever label it is given.
 func keyIdentity(ctx context.Context) (digest [sha256.Size]byte, ok bool) {
 	digest, ok = ctx.Value(keyIdentityKey{}).([sha256.Size]byte)
 	return digest, ok
+}
+
+// keyring is the service's current key set: the keys of PETSTORE_API_KEYS
+// plus those of the key file, which reload re-reads. Requests read the set
+// through an atomic pointer, so a reload swaps it without blocking or
+// dropping a request.
+type keyring struct {
+	envKeys []keyEntry
+	file    string
+	current *atomic.Pointer[keySet]
+}
+
+// loadKeyring builds the key set from a comma-separated list (as in
+// PETSTORE_API_KEYS) and, when file is not empty, a key file.
+func loadKeyring(list, file string) (keyring, error) {
+	kr := keyring{file: file, current: new(atomic.Pointer[keySet])}
+	for k := range strings.SplitSeq(list, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			kr.envKeys = append(kr.envKeys, newKeyEntry(sha256.Sum256([]byte(k)), ""))
+		}
+	}
+	if err := kr.reload(); err != nil {
+		return kr, &configError{settingName("api-keys-file"), err.Error()}
+	}
+	return kr, nil
+}
+
+// staticKeyring is a keyring of fixed keys, for tests and the generated key.
+func staticKeyring(keys ...string) keyring {
+	kr, _ := loadKeyring(strings.Join(keys, ","), "") // cannot fail without a file
+	return kr
+}
+
+// keys returns the current key set.
+func (kr keyring) keys() *keySet { return kr.current.Load() }
+
+// configured reports whether any source of keys was given at all.
+func (kr keyring) configured() bool { return len(kr.envKeys) > 0 || kr.file != "" }
+
+// reload re-reads the key file and swaps in the new set. When the file cannot
+// be read or parsed, the current set stays in force and the error says why.
+func (kr keyring) reload() error {
+	entries := append([]keyEntry(nil), kr.envKeys...)
+	if kr.file != "" {
+		f, err := os.Open(kr.file)
+		if err != nil {
+			return fmt.Errorf("cannot read key file: %v", errors.Unwrap(err))
+		}
+		defer f.Close()
+		fromFile, err := parseKeyFile(f)
+		if err != nil {
+			return fmt.Errorf("key file %s: %w", kr.file, err)
+		}
+		entries = append(entries, fromFile...)
+	}
+	kr.current.Store(&keySet{entries: entries})
+	return nil
+}
+
+// validLabel reports whether s may be a caller label: 1 to 64 letters,
+// digits, '.', '_' or '-', because it becomes a log field and a metric label.
+func validLabel(s string) bool {
+	return len(s) >= 1 && len(s) <= 64 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == ""
+}
+
+// parseKeyFile reads one entry per line: a key, or "sha256:" and the hex
+// digest of a key, then optionally a label. Blank lines and everything from a
+// '#' that starts a word are ignored. Errors name the line but never repeat
+// its content, which may be a key.
+func parseKeyFile(r io.Reader) ([]keyEntry, error) {
+	var entries []keyEntry
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		fields := strings.Fields(sc.Text())
+		for i, f := range fields {
+			if strings.HasPrefix(f, "#") {
+				fields = fields[:i]
+				break
+			}
+		}
+		switch len(fields) {
+		case 0:
+			continue
+		case 1, 2:
+		default:
+			return nil, fmt.Errorf("line %d: expected KEY or sha256:HEX, then an optional label, and nothing more", n)
+		}
+		label := ""
+		if len(fields) == 2 {
+			label = fields[1]
+			if !validLabel(label) {
+				return nil, fmt.Errorf("line %d: a label is 1 to 64 letters, digits, '.', '_' or '-'", n)
+			}
+		}
+		digest := sha256.Sum256([]byte(fields[0]))
+		if hexDigest, ok := strings.CutPrefix(fields[0], "sha256:"); ok {
+			b, err := hex.DecodeString(hexDigest)
+			if err != nil || len(b) != sha256.Size {
+				return nil, fmt.Errorf("line %d: after sha256: come the 64 hex digits of the key's SHA-256 digest (see petstore hash-key)", n)
+			}
+			digest = [sha256.Size]byte(b)
+		}
+		entries = append(entries, newKeyEntry(digest, label))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("line too long or unreadable: %v", err)
+	}
+	return entries, nil
+}
+
+// hashKey is `petstore hash-key`: it reads a key from in (one line) and
+// writes the "sha256:HEX" line that lets a key file accept it without
+// holding it.
+func hashKey(in io.Reader, out io.Writer) error {
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("read key: %w", err)
+	}
+	key := strings.TrimRight(line, "\r\n")
+	if key == "" {
+		return &configError{"hash-key", "no key on standard input; pipe one in, for example: printf %s \"$KEY\" | petstore hash-key"}
+	}
+	d := sha256.Sum256([]byte(key))
+	_, err = fmt.Fprintf(out, "sha256:%s\n", hex.EncodeToString(d[:]))
+	return err
 }
 
 // generateKey returns a fresh random key: 32 bytes from the system's secure
@@ -79,16 +217,20 @@ func bearerToken(header string) (token string, ok bool) {
 }
 
 // requireKey lets a request through to next only when it carries one of the
-// keys in ks. It runs before anything else looks at the request, so a caller
+// keys of kr. It runs before anything else looks at the request, so a caller
 // without a key learns nothing (not even whether a pet exists). The key is
-// never logged nor echoed back.
-func requireKey(ks keySet, log *slog.Logger, next http.Handler) http.Handler {
+// never logged nor echoed back; the caller's label is recorded for the
+// access log and metrics.
+func requireKey(kr keyring, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header := r.Header.Get("Authorization")
 		token, isBearer := bearerToken(header)
 		if isBearer && token != "" {
-			if digest, ok := ks.match(token); ok {
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, digest)))
+			if entry, ok := kr.keys().match(token); ok {
+				if info := requestInfoFrom(r.Context()); info != nil {
+					info.caller = entry.label
+				}
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, entry.digest)))
 				return
 			}
 		}

@@ -172,6 +172,9 @@ func routeErrors(log *slog.Logger, mux *http.ServeMux, auth func(http.Handler) h
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; p != "" && p[0] == '/' && path.Clean(p) == p {
 			if _, pattern := mux.Handler(r); pattern != "" {
+				if info := requestInfoFrom(r.Context()); info != nil {
+					info.route = pattern
+				}
 				mux.ServeHTTP(w, r)
 				return
 			}

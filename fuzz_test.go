@@ -16,8 +16,8 @@ import (
 // the answer is never a 5xx nor a panic, and every 4xx is the standard error
 // body. Their seed corpus runs as ordinary tests; see README.md for fuzzing.
 
-// serve sends req to the handler of ts and returns the answer.
-func serve(ts *testServer, req *http.Request) *httptest.ResponseRecorder {
+// serveDirect sends req to the handler of ts and returns the answer.
+func serveDirect(ts *testServer, req *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	ts.Handler.ServeHTTP(rec, req)
 	return rec
@@ -83,7 +83,7 @@ func FuzzCreatePet(f *testing.F) {
 		if key != "" {
 			req.Header.Set(idempotencyHeader, key)
 		}
-		rec := serve(ts, req)
+		rec := serveDirect(ts, req)
 		checkAnswer(t, "POST /v1/pets", rec)
 		if rec.Code == http.StatusCreated {
 			var p Pet
@@ -112,7 +112,7 @@ func FuzzListPetsQuery(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rawQuery string) {
 		req := authorized("GET", "/v1/pets", nil)
 		req.URL.RawQuery = rawQuery
-		rec := serve(ts, req)
+		rec := serveDirect(ts, req)
 		checkAnswer(t, "GET /v1/pets?"+rawQuery, rec)
 		if rec.Code == http.StatusOK {
 			var pets []Pet
@@ -134,7 +134,7 @@ func FuzzGetPetID(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id string) {
 		req := authorized("GET", "/v1/pets", nil)
 		req.URL = &url.URL{Path: "/v1/pets/" + id}
-		rec := serve(ts, req)
+		rec := serveDirect(ts, req)
 		checkAnswer(t, "GET /v1/pets/"+id, rec)
 	})
 }
@@ -150,7 +150,7 @@ func FuzzAuthorization(f *testing.F) {
 	f.Fuzz(func(t *testing.T, authorization string) {
 		req := httptest.NewRequest("GET", "/v1/pets", nil)
 		req.Header.Set("Authorization", authorization)
-		rec := serve(ts, req)
+		rec := serveDirect(ts, req)
 		checkAnswer(t, "Authorization "+strconv.Quote(authorization), rec)
 		if rec.Code != http.StatusOK && rec.Code != http.StatusUnauthorized {
 			t.Fatalf("status %d, want 200 or 401", rec.Code)

@@ -64,7 +64,7 @@ func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	}
 	t.Cleanup(func() { st.Close() })
 	logBuf := &syncBuffer{}
-	h := newServer(slogTo(logBuf), parseKeyList(testKey+", "+otherTestKey), st, cfg.now, cfg.limits)
+	h := newServer(slogTo(logBuf), staticKeyring(testKey, otherTestKey), st, newMetrics(st), cfg.now, cfg.limits)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &testServer{URL: srv.URL, DBPath: dbPath, Store: st, Handler: h, Log: logBuf}

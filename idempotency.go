@@ -174,7 +174,7 @@ func (ix *idempotency) createPet(ctx context.Context, key string, np newPet) (an
 		if ans, err = newCreatedAnswer(pet); err != nil {
 			return err
 		}
-		return insertIdempotencyKeyTx(ctx, tx, scope, fp, pet.ID, ans, ix.now())
+		return ix.st.insertIdempotencyKeyTx(ctx, tx, scope, fp, pet.ID, ans, ix.now())
 	})
 	if err != nil || replayed {
 		return rec.replay(fp, err)
@@ -256,12 +256,12 @@ func lookupIdempotencyKey(ctx context.Context, q queryRower, scope idempotencySc
 // insertIdempotencyKeyTx records the answer to scope inside tx, the
 // transaction that stored the pet. An expired row under the same key is
 // replaced: lookups already treat it as absent.
-func insertIdempotencyKeyTx(ctx context.Context, tx *sql.Tx, scope idempotencyScope, fp [sha256.Size]byte, petID int64, ans createdAnswer, now time.Time) error {
+func (s *store) insertIdempotencyKeyTx(ctx context.Context, tx *sql.Tx, scope idempotencyScope, fp [sha256.Size]byte, petID int64, ans createdAnswer, now time.Time) error {
 	_, err := tx.ExecContext(ctx,
 		"INSERT OR REPLACE INTO idempotency_keys (api_key_sha256, idempotency_key, fingerprint, pet_id, status, location, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		scope.apiKey[:], scope.key, fp[:], petID, http.StatusCreated, ans.Location, ans.Body, now.UnixMilli())
 	if err != nil {
-		return classifyWriteError(fmt.Errorf("record idempotency key: %w", err))
+		return s.failedWrite("record idempotency key", err)
 	}
 	return nil
 }
@@ -273,7 +273,7 @@ func (s *store) pruneIdempotencyKeys(ctx context.Context, cutoff time.Time) (int
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM idempotency_keys WHERE created_at <= ?", cutoff.UnixMilli())
 		if err != nil {
-			return classifyWriteError(fmt.Errorf("prune idempotency keys: %w", err))
+			return s.failedWrite("prune idempotency keys", err)
 		}
 		n, err = res.RowsAffected()
 		return err

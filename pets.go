@@ -405,7 +405,9 @@ func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handle
 // deprecated adds the headers that tell a client an endpoint is going away:
 // Deprecation (RFC 9745), Sunset (RFC 8594) and a Link to the documentation.
 // It wraps the authentication check too, so that every answer carries them.
-func deprecated(next http.Handler) http.Handler {
+// It counts authenticated calls by caller, so the operator knows who still
+// has to migrate.
+func deprecated(m *metrics, next http.Handler) http.Handler {
 	deprecation := fmt.Sprintf("@%d", getPetDeprecated.Unix())
 	sunset := getPetSunset.Format(http.TimeFormat)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -414,6 +416,9 @@ func deprecated(next http.Handler) http.Handler {
 		h.Set("Sunset", sunset)
 		h.Add("Link", `</v1/openapi.json>; rel="deprecation"; type="application/json"`)
 		next.ServeHTTP(w, r)
+		if info := requestInfoFrom(r.Context()); info != nil && info.caller != "" {
+			m.deprecated.WithLabelValues("getPet", info.caller).Inc()
+		}
 	})
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -101,7 +102,11 @@ func TestParseConfigLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
-			cfg, err := parseConfig(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			env := map[string]string{"PETSTORE_DB": filepath.Join(t.TempDir(), "x.db")}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			cfg, err := parseConfig(tt.args, func(k string) string { return env[k] }, io.Discard)
 			if err != nil {
 				t.Fatalf("parseConfig: %v", err)
 			}

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
+	"sync/atomic"
 
 	"modernc.org/sqlite" // registers the pure-Go "sqlite" driver; the binary stays CGO-free
 	sqlite3 "modernc.org/sqlite/lib"
@@ -27,6 +27,9 @@ var errPetNotFound = errors.New("pet not found")
 // error), as opposed to a bug. Handlers answer it with 503: the request was
 // fine and may succeed later, and nothing of it was stored.
 var errUnwritable = errors.New("the database cannot be written")
+
+// memoryDB is the -db value that asks for an ephemeral in-memory database.
+const memoryDB = ":memory:"
 
 // connParams are the pragmas every connection gets. Each one is there for a
 // reason:
@@ -55,25 +58,35 @@ type store struct {
 	selectPet   *sql.Stmt
 	listAll     *sql.Stmt
 	listByState *sql.Stmt
+
+	errors atomic.Uint64 // failed database operations, for the metrics
 }
 
 // openStore opens (creating if needed) the database file at path and brings
-// its schema up to date.
+// its schema up to date. The path ":memory:" opens an ephemeral database.
 func openStore(ctx context.Context, path string) (*store, error) {
-	if path == "" {
-		return nil, errors.New("database path is empty")
+	if err := checkDBPath(path); err != nil {
+		return nil, err
 	}
-	if strings.ContainsAny(path, "?#") {
-		// The driver reads everything after '?' as connection parameters.
-		return nil, fmt.Errorf("database path %q must not contain '?' or '#'", path)
+	dsn := path + "?" + connParams
+	if path == memoryDB {
+		// A plain ":memory:" database is private to one connection, so the
+		// pool's connections would each see an empty database of their own.
+		// SQLite's memdb VFS shares one in-memory database, by name, among
+		// all connections of the process, with ordinary locking (WAL does not
+		// apply, so the journal is in memory too). The random name keeps two
+		// stores in one process apart; the database lives as long as one
+		// connection to it is open.
+		dsn = "file:/petstore-" + generateKey() + "?vfs=memdb&" + connParams
 	}
-	writer, err := sql.Open("sqlite", path+"?"+connParams)
+	writer, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
 	}
 	writer.SetMaxOpenConns(1)
 	// The one writer connection is kept forever: reopening it would repeat
-	// the pragmas and the WAL set-up for nothing.
+	// the pragmas and the WAL set-up for nothing (and, for :memory:, it is
+	// what keeps the database alive).
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
 	if _, err := writer.ExecContext(ctx, schema); err != nil {
@@ -81,7 +94,7 @@ func openStore(ctx context.Context, path string) (*store, error) {
 		return nil, fmt.Errorf("apply schema to %s: %w", path, err)
 	}
 
-	reader, err := sql.Open("sqlite", path+"?"+connParams+"&_pragma=query_only(1)")
+	reader, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
 	if err != nil {
 		writer.Close()
 		return nil, err
@@ -134,11 +147,83 @@ func (s *store) Close() error {
 	return errors.Join(s.reader.Close(), s.writer.Close())
 }
 
+// failed counts a failed database operation and returns err wrapped with
+// what was being done.
+func (s *store) failed(what string, err error) error {
+	s.errors.Add(1)
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// errorCount is how many database operations have failed since start-up.
+func (s *store) errorCount() uint64 { return s.errors.Load() }
+
 // ping checks that the database answers a query, through the read pool that
 // serves most requests.
 func (s *store) ping(ctx context.Context) error {
 	var one int
-	return s.reader.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	if err := s.reader.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return s.failed("ping", err)
+	}
+	return nil
+}
+
+// journalMode reports the journal mode in force ("wal", or "memory" for
+// :memory:), for the start-up log.
+func (s *store) journalMode(ctx context.Context) (string, error) {
+	var mode string
+	if err := s.reader.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return "", s.failed("read journal mode", err)
+	}
+	return mode, nil
+}
+
+// countByStatus counts the pets of each status, for the metrics.
+func (s *store) countByStatus(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.reader.QueryContext(ctx, "SELECT status, count(*) FROM pets GROUP BY status")
+	if err != nil {
+		return nil, s.failed("count pets", err)
+	}
+	defer rows.Close()
+	counts := map[string]int64{}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, s.failed("count pets", err)
+		}
+		counts[status] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.failed("count pets", err)
+	}
+	return counts, nil
+}
+
+// seed stores pets in one transaction when the database holds no pet yet,
+// and reports how many it stored (0 when the database was not empty), so
+// that restarting with the same -seed never adds them twice.
+func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, s.failed("seed", err)
+	}
+	defer tx.Rollback()
+	var hasPets bool
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pets)").Scan(&hasPets); err != nil {
+		return 0, s.failed("seed", err)
+	}
+	if hasPets {
+		return 0, nil
+	}
+	for _, p := range pets {
+		if _, err := tx.StmtContext(ctx, s.insertPet).ExecContext(ctx, p.Name, p.CategoryID, p.Status); err != nil {
+			return 0, s.failed("seed", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, s.failed("seed", err)
+	}
+	return len(pets), nil
 }
 
 // createPet stores p and returns it with its new id. It returns only once the
@@ -160,7 +245,7 @@ func (s *store) createPet(ctx context.Context, p newPet) (Pet, error) {
 func (s *store) insertPetTx(ctx context.Context, tx *sql.Tx, p newPet) (Pet, error) {
 	var id int64
 	if err := tx.StmtContext(ctx, s.insertPet).QueryRowContext(ctx, p.Name, p.CategoryID, p.Status).Scan(&id); err != nil {
-		return Pet{}, classifyWriteError(fmt.Errorf("insert pet: %w", err))
+		return Pet{}, s.failedWrite("insert pet", err)
 	}
 	return Pet{ID: id, Name: p.Name, CategoryID: p.CategoryID, Status: p.Status}, nil
 }
@@ -170,31 +255,31 @@ func (s *store) insertPetTx(ctx context.Context, tx *sql.Tx, p newPet) (Pet, err
 func (s *store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return classifyWriteError(fmt.Errorf("begin write: %w", err))
+		return s.failedWrite("begin write", err)
 	}
 	defer tx.Rollback()
 	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return classifyWriteError(fmt.Errorf("commit: %w", err))
+		return s.failedWrite("commit", err)
 	}
 	return nil
 }
 
-// classifyWriteError marks err with errUnwritable when SQLite says the
-// database cannot be written now: SQLITE_FULL (disk full, or the page limit
-// reached), SQLITE_READONLY (read-only file or file system), SQLITE_IOERR and
-// SQLITE_CANTOPEN (the disk refuses the write or the journal). Each of these
-// can go away without a restart, and the next write simply tries again.
-func classifyWriteError(err error) error {
-	se, ok := errors.AsType[*sqlite.Error](err)
-	if !ok {
-		return err
-	}
-	switch se.Code() & 0xff { // the primary result code, without the extended bits
-	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
-		return fmt.Errorf("%w: %w", errUnwritable, err)
+// failedWrite is failed for a write: it also marks err with errUnwritable
+// when SQLite says the database cannot be written now: SQLITE_FULL (disk
+// full, or the page limit reached), SQLITE_READONLY (read-only file or file
+// system), SQLITE_IOERR and SQLITE_CANTOPEN (the disk refuses the write or
+// the journal). Each of these can go away without a restart, and the next
+// write simply tries again.
+func (s *store) failedWrite(what string, err error) error {
+	err = s.failed(what, err)
+	if se, ok := errors.AsType[*sqlite.Error](err); ok {
+		switch se.Code() & 0xff { // the primary result code, without the extended bits
+		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
+			return fmt.Errorf("%w: %w", errUnwritable, err)
+		}
 	}
 	return err
 }
@@ -207,7 +292,7 @@ func (s *store) getPet(ctx context.Context, id int64) (Pet, error) {
 		return Pet{}, errPetNotFound
 	}
 	if err != nil {
-		return Pet{}, fmt.Errorf("select pet %d: %w", id, err)
+		return Pet{}, s.failed(fmt.Sprintf("select pet %d", id), err)
 	}
 	return p, nil
 }
@@ -233,7 +318,7 @@ func (s *store) listPets(ctx context.Context, q listQuery) (petPage, error) {
 		rows, err = s.listByState.QueryContext(ctx, q.Status, q.After, q.Limit+1)
 	}
 	if err != nil {
-		return petPage{}, fmt.Errorf("list pets: %w", err)
+		return petPage{}, s.failed("list pets", err)
 	}
 	defer rows.Close()
 
@@ -241,12 +326,12 @@ func (s *store) listPets(ctx context.Context, q listQuery) (petPage, error) {
 	for rows.Next() {
 		var p Pet
 		if err := rows.Scan(&p.ID, &p.Name, &p.CategoryID, &p.Status); err != nil {
-			return petPage{}, fmt.Errorf("scan pet: %w", err)
+			return petPage{}, s.failed("scan pet", err)
 		}
 		pets = append(pets, p)
 	}
 	if err := rows.Err(); err != nil {
-		return petPage{}, fmt.Errorf("list pets: %w", err)
+		return petPage{}, s.failed("list pets", err)
 	}
 	if len(pets) > q.Limit {
 		return petPage{Pets: pets[:q.Limit], More: true}, nil

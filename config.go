@@ -1,0 +1,275 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// configError is a start-up setting that cannot work; main exits with code 2
+// for it, before anything listens.
+type configError struct {
+	setting string // the flag or variable, as the user would type it
+	problem string
+}
+
+func (e *configError) Error() string { return e.setting + ": " + e.problem }
+
+// config is everything the service reads at start-up.
+type config struct {
+	addr              string
+	dbPath            string
+	apiKeys           string // PETSTORE_API_KEYS only: a flag would show keys in ps
+	apiKeysFile       string
+	logFormat         string
+	seedFile          string
+	readHeaderTimeout time.Duration
+	readTimeout       time.Duration
+	writeTimeout      time.Duration
+	idleTimeout       time.Duration
+	shutdownTimeout   time.Duration
+	maxHeaderBytes    int
+	limits            limits
+
+	keys keyring  // loaded from apiKeys and apiKeysFile
+	seed []newPet // parsed from seedFile
+}
+
+// limits are the policies newServer applies to requests.
+type limits struct {
+	idempotencyTTL time.Duration // how long an Idempotency-Key is remembered
+	rateLimit      float64       // requests per second per API key; 0 means no limit
+	rateBurst      int           // requests a key may send at once before the rate applies
+}
+
+// envPrefix starts the name of every variable; the rest is the flag's name
+// in upper case with '-' as '_' (-read-timeout is PETSTORE_READ_TIMEOUT).
+const envPrefix = "PETSTORE_"
+
+// envName is the variable that sets the flag called name.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// settingName names a setting in errors as both ways of giving it.
+func settingName(flagName string) string {
+	return "-" + flagName + " (" + envName(flagName) + ")"
+}
+
+// newFlagSet declares every setting. Defaults here are the built-in ones;
+// parseConfig then applies variables to the flags not given.
+func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("petstore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.addr, "addr", ":8080", "address to listen on, host:port; port 0 picks a free port")
+	fs.StringVar(&cfg.dbPath, "db", "petstore.db", "SQLite database file, created if missing; :memory: for an ephemeral one")
+	fs.StringVar(&cfg.apiKeysFile, "api-keys-file", "", "file of API keys, one per line: KEY or sha256:HEX, then an optional label")
+	fs.StringVar(&cfg.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&cfg.seedFile, "seed", "", "JSON array of NewPet loaded at start-up into an empty database")
+	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 5*time.Second, "time allowed to read a request's headers")
+	fs.DurationVar(&cfg.readTimeout, "read-timeout", 30*time.Second, "time allowed to read a whole request, body included")
+	fs.DurationVar(&cfg.writeTimeout, "write-timeout", 30*time.Second, "time allowed from the end of the request headers to the end of the response")
+	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 120*time.Second, "time a keep-alive connection may wait for its next request")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "time in-flight requests get to finish after SIGTERM")
+	fs.IntVar(&cfg.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted, in bytes")
+	fs.DurationVar(&cfg.limits.idempotencyTTL, "idempotency-ttl", defaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
+	fs.Float64Var(&cfg.limits.rateLimit, "rate-limit", 0, "requests per second allowed per API key; 0 turns the limit off")
+	fs.IntVar(&cfg.limits.rateBurst, "rate-burst", 0, "requests a key may send at once before -rate-limit applies; 0 means the rate rounded up")
+	fs.Usage = func() { usage(fs) }
+	return fs
+}
+
+// usage prints every option with its variable and default.
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, "Usage:\n"+
+		"  petstore [flags]                  serve the API\n"+
+		"  petstore backup -db FILE OUT.db   copy a live database consistently to OUT.db\n"+
+		"  petstore hash-key                 read a key on stdin, print its sha256: line for a key file\n\n"+
+		"Every flag can also be set by its variable; a flag wins over its variable.\n"+
+		"API keys also come from PETSTORE_API_KEYS (comma-separated); with none at all, a key is generated and printed.\n\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "flag\tvariable\tdefault\tmeaning")
+	fs.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if def == "" {
+			def = "(none)"
+		}
+		fmt.Fprintf(tw, "-%s\t%s\t%s\t%s\n", f.Name, envName(f.Name), def, f.Usage)
+	})
+	fmt.Fprintf(tw, "\t%s\t(none)\tcomma-separated API keys\n", envPrefix+"API_KEYS")
+	tw.Flush()
+}
+
+// parseConfig reads the settings: a flag wins over its variable, and the
+// variable over the built-in default. Every setting is checked here, so that
+// a bad one stops start-up before anything listens, with a message naming it.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var cfg config
+	fs := newFlagSet(&cfg, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, &configError{"flags", err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return cfg, &configError{"arguments", fmt.Sprintf("unexpected %q; all settings are flags (see -h)", fs.Arg(0))}
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		v := getenv(envName(f.Name))
+		if given[f.Name] || v == "" || envErr != nil {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			envErr = &configError{envName(f.Name), fmt.Sprintf("invalid value %q: %v", v, err)}
+		}
+	})
+	if envErr != nil {
+		return cfg, envErr
+	}
+	cfg.apiKeys = getenv(envPrefix + "API_KEYS")
+	return cfg, cfg.check()
+}
+
+// check validates the settings and loads the files they name.
+func (cfg *config) check() error {
+	if err := checkAddr(cfg.addr); err != nil {
+		return &configError{settingName("addr"), err.Error()}
+	}
+	if err := checkDBPath(cfg.dbPath); err != nil {
+		return &configError{settingName("db"), err.Error()}
+	}
+	if cfg.logFormat != "text" && cfg.logFormat != "json" {
+		return &configError{settingName("log-format"), fmt.Sprintf("%q is not text or json", cfg.logFormat)}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"read-header-timeout", cfg.readHeaderTimeout},
+		{"read-timeout", cfg.readTimeout},
+		{"write-timeout", cfg.writeTimeout},
+		{"idle-timeout", cfg.idleTimeout},
+		{"shutdown-timeout", cfg.shutdownTimeout},
+	} {
+		if d.v < 0 {
+			return &configError{settingName(d.name), fmt.Sprintf("%v is negative; use 0 for no limit", d.v)}
+		}
+	}
+	if cfg.maxHeaderBytes < 1024 {
+		return &configError{settingName("max-header-bytes"), fmt.Sprintf("%d is too small; at least 1024 bytes", cfg.maxHeaderBytes)}
+	}
+	if cfg.limits.idempotencyTTL <= 0 {
+		return &configError{settingName("idempotency-ttl"), fmt.Sprintf("%v is not positive; keys must be kept for some time, such as 24h", cfg.limits.idempotencyTTL)}
+	}
+	if err := cfg.limits.checkRate(); err != nil {
+		return err
+	}
+	keys, err := loadKeyring(cfg.apiKeys, cfg.apiKeysFile)
+	if err != nil {
+		return err
+	}
+	cfg.keys = keys
+	if cfg.seedFile != "" {
+		if cfg.seed, err = readSeed(cfg.seedFile); err != nil {
+			return &configError{settingName("seed"), err.Error()}
+		}
+	}
+	return nil
+}
+
+// checkRate checks -rate-limit and -rate-burst and fills in the default
+// burst. A burst without a rate is refused rather than ignored: the operator
+// meant to limit something.
+func (l *limits) checkRate() error {
+	r, b := l.rateLimit, l.rateBurst
+	switch {
+	case r < 0 || math.IsInf(r, 0) || math.IsNaN(r):
+		return &configError{settingName("rate-limit"), fmt.Sprintf("%v is not a number of requests per second (0 or more; 0 turns the limit off)", r)}
+	case b < 0:
+		return &configError{settingName("rate-burst"), fmt.Sprintf("%d is negative; a burst is 1 or more requests (0 for the default)", b)}
+	case r == 0 && b > 0:
+		return &configError{settingName("rate-burst"), "has no effect without -rate-limit; set both, or neither"}
+	case r > 0 && b == 0:
+		// A burst below 1 would refuse every request; the rate rounded up
+		// lets a client spend one second's worth at once.
+		l.rateBurst = max(1, int(math.Ceil(min(r, math.MaxInt32))))
+	}
+	return nil
+}
+
+// checkAddr accepts host:port with a numeric port (0 for any free port).
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q has port %q; a port is a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+// checkDBPath makes sure the database file can be created or opened: its
+// directory exists and accepts a new file.
+func checkDBPath(path string) error {
+	switch {
+	case path == "":
+		return errors.New("the database path is empty")
+	case path == memoryDB:
+		return nil
+	case strings.ContainsAny(path, "?#"):
+		return fmt.Errorf("%q: the path must not contain '?' or '#'", path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%q is a directory, not a database file", path)
+	}
+	dir := filepath.Dir(path)
+	probe, err := os.CreateTemp(dir, ".petstore-probe-*")
+	if err != nil {
+		return fmt.Errorf("cannot create files in directory %q: %v", dir, errors.Unwrap(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
+}
+
+// readSeed reads a JSON array of NewPet, each checked by the same rules as a
+// createPet body.
+func readSeed(path string) ([]newPet, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %v", errors.Unwrap(err))
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%s is not a JSON array of pets: %v", path, err)
+	}
+	pets := make([]newPet, 0, len(raw))
+	for i, r := range raw {
+		p, err := decodeNewPet(r)
+		if err != nil {
+			msg := err.Error()
+			if e, ok := errors.AsType[*apiError](err); ok {
+				msg = e.Message
+			}
+			return nil, fmt.Errorf("%s: pet %d (counting from 0): %s", path, i, msg)
+		}
+		pets = append(pets, p)
+	}
+	return pets, nil
+}

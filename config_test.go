@@ -1,0 +1,261 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// runConfig runs the program with env and args and no standard input.
+func runConfig(t *testing.T, env map[string]string, args ...string) error {
+	t.Helper()
+	return run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, io.Discard)
+}
+
+func TestRunRefusesBadConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	aFile := filepath.Join(dir, "a-file")
+	write(t, aFile, "not a directory")
+	write(t, filepath.Join(dir, "bad-keys"), "sha256:nothex label\n")
+	write(t, filepath.Join(dir, "bad-seed.json"), `[{"name":"Rex","categoryId":1},{"name":"NoCategory"}]`)
+	write(t, filepath.Join(dir, "not-json.json"), `{"name":`)
+
+	tests := []struct {
+		rule    string
+		env     map[string]string
+		args    []string
+		setting string
+		mention string
+	}{
+		{"an address without a port", map[string]string{"PETSTORE_ADDR": "localhost"}, nil, "-addr (PETSTORE_ADDR)", "host:port"},
+		{"a bad -addr flag", nil, []string{"-addr", "nonsense"}, "-addr (PETSTORE_ADDR)", "host:port"},
+		{"a port out of range", nil, []string{"-addr", "127.0.0.1:70000"}, "-addr (PETSTORE_ADDR)", "0 to 65535"},
+		{"a port that is a name", nil, []string{"-addr", "127.0.0.1:http"}, "-addr (PETSTORE_ADDR)", "0 to 65535"},
+		{"an address already in use", map[string]string{"PETSTORE_ADDR": taken.Addr().String()}, nil, "-addr (PETSTORE_ADDR)", "in use"},
+		{"a database in a missing directory", nil, []string{"-db", filepath.Join(dir, "missing", "x.db")}, "-db (PETSTORE_DB)", "cannot create files in directory"},
+		{"a database under a regular file", nil, []string{"-db", filepath.Join(aFile, "x.db")}, "-db (PETSTORE_DB)", "cannot create files in directory"},
+		{"a database path that is a directory", nil, []string{"-db", dir}, "-db (PETSTORE_DB)", "is a directory"},
+		{"a database path with '?'", nil, []string{"-db", filepath.Join(dir, "x?.db")}, "-db (PETSTORE_DB)", "'?'"},
+		{"an empty database path", nil, []string{"-db", ""}, "-db (PETSTORE_DB)", "empty"},
+		{"a database file that is not SQLite", nil, []string{"-db", aFile}, "-db (PETSTORE_DB)", "not a database"},
+		{"a missing key file", nil, []string{"-api-keys-file", filepath.Join(dir, "nope")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "cannot read"},
+		{"a key file that is a directory", map[string]string{"PETSTORE_API_KEYS_FILE": dir}, nil, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "key file"},
+		{"a key file with a bad line", nil, []string{"-api-keys-file", filepath.Join(dir, "bad-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "line 1"},
+		{"a negative timeout", nil, []string{"-read-timeout", "-1s"}, "-read-timeout (PETSTORE_READ_TIMEOUT)", "negative"},
+		{"a negative shutdown timeout from the environment", map[string]string{"PETSTORE_SHUTDOWN_TIMEOUT": "-5s"}, nil, "-shutdown-timeout (PETSTORE_SHUTDOWN_TIMEOUT)", "negative"},
+		{"a timeout that is not a duration", map[string]string{"PETSTORE_WRITE_TIMEOUT": "soon"}, nil, "PETSTORE_WRITE_TIMEOUT", "soon"},
+		{"a header limit too small", nil, []string{"-max-header-bytes", "10"}, "-max-header-bytes (PETSTORE_MAX_HEADER_BYTES)", "at least 1024"},
+		{"an unknown log format", map[string]string{"PETSTORE_LOG_FORMAT": "xml"}, nil, "-log-format (PETSTORE_LOG_FORMAT)", "text or json"},
+		{"a missing seed file", nil, []string{"-seed", filepath.Join(dir, "none.json")}, "-seed (PETSTORE_SEED)", "cannot read"},
+		{"a seed file that is not JSON", nil, []string{"-seed", filepath.Join(dir, "not-json.json")}, "-seed (PETSTORE_SEED)", "JSON array"},
+		{"a seed file with an invalid pet", nil, []string{"-seed", filepath.Join(dir, "bad-seed.json")}, "-seed (PETSTORE_SEED)", "pet 1 (counting from 0): field categoryId is required"},
+		{"a zero -idempotency-ttl", nil, []string{"-idempotency-ttl", "0s"}, "-idempotency-ttl (PETSTORE_IDEMPOTENCY_TTL)", "not positive"},
+		{"an -idempotency-ttl without unit", map[string]string{"PETSTORE_IDEMPOTENCY_TTL": "24"}, nil, "PETSTORE_IDEMPOTENCY_TTL", "24"},
+		{"a negative -rate-limit", nil, []string{"-rate-limit", "-1"}, "-rate-limit (PETSTORE_RATE_LIMIT)", "requests per second"},
+		{"a -rate-limit that is not a number", map[string]string{"PETSTORE_RATE_LIMIT": "fast"}, nil, "PETSTORE_RATE_LIMIT", "fast"},
+		{"an infinite -rate-limit", nil, []string{"-rate-limit", "+Inf"}, "-rate-limit (PETSTORE_RATE_LIMIT)", "requests per second"},
+		{"a NaN -rate-limit", nil, []string{"-rate-limit", "NaN"}, "-rate-limit (PETSTORE_RATE_LIMIT)", "requests per second"},
+		{"a negative -rate-burst", nil, []string{"-rate-limit", "1", "-rate-burst", "-1"}, "-rate-burst (PETSTORE_RATE_BURST)", "negative"},
+		{"a fractional -rate-burst", map[string]string{"PETSTORE_RATE_LIMIT": "1", "PETSTORE_RATE_BURST": "1.5"}, nil, "PETSTORE_RATE_BURST", "1.5"},
+		{"a -rate-burst without -rate-limit", nil, []string{"-rate-burst", "5"}, "-rate-burst (PETSTORE_RATE_BURST)", "without -rate-limit"},
+		{"an unknown flag", nil, []string{"-bogus"}, "flags", "bogus"},
+		{"a positional argument", nil, []string{"extra"}, "arguments", "extra"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			env := map[string]string{"PETSTORE_DB": filepath.Join(dir, "x.db"), "PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_API_KEYS": testKey}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			err := runConfig(t, env, tt.args...)
+			ce, ok := errors.AsType[*configError](err)
+			if !ok || ce.setting != tt.setting || !strings.Contains(ce.problem, tt.mention) {
+				t.Errorf("run() = %v, want a configError for %s mentioning %q", err, tt.setting, tt.mention)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("the error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestBadConfigurationExitsWithCode2BeforeListening(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "-read-timeout", "-3s")
+	cmd.Env = append(os.Environ(), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+filepath.Join(t.TempDir(), "x.db"))
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 2 {
+		t.Errorf("exit: %v, want exit code 2", err)
+	}
+	want := "petstore: -read-timeout (PETSTORE_READ_TIMEOUT): -3s is negative; use 0 for no limit\n"
+	if diff := cmp.Diff(want, stderr.String()); diff != "" {
+		t.Errorf("stderr mismatch (-want +got):\n%s", diff)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout = %q, want nothing (it never listened)", stdout.String())
+	}
+}
+
+func TestHelpListsEveryOption(t *testing.T) {
+	var out strings.Builder
+	err := run(t.Context(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), io.Discard, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range [][]string{
+		{"-addr", "PETSTORE_ADDR", ":8080"},
+		{"-db", "PETSTORE_DB", "petstore.db"},
+		{"-api-keys-file", "PETSTORE_API_KEYS_FILE", "(none)"},
+		{"-log-format", "PETSTORE_LOG_FORMAT", "text"},
+		{"-seed", "PETSTORE_SEED", "(none)"},
+		{"-read-header-timeout", "PETSTORE_READ_HEADER_TIMEOUT", "5s"},
+		{"-read-timeout", "PETSTORE_READ_TIMEOUT", "30s"},
+		{"-write-timeout", "PETSTORE_WRITE_TIMEOUT", "30s"},
+		{"-idle-timeout", "PETSTORE_IDLE_TIMEOUT", "2m0s"},
+		{"-shutdown-timeout", "PETSTORE_SHUTDOWN_TIMEOUT", "10s"},
+		{"-max-header-bytes", "PETSTORE_MAX_HEADER_BYTES", "65536"},
+		{"-idempotency-ttl", "PETSTORE_IDEMPOTENCY_TTL", "24h0m0s"},
+		{"-rate-limit", "PETSTORE_RATE_LIMIT", "0"},
+		{"-rate-burst", "PETSTORE_RATE_BURST", "0"},
+		{"", "PETSTORE_API_KEYS", "(none)"},
+		{"backup -db FILE OUT.db"},
+		{"hash-key"},
+	} {
+		found := false
+		for line := range strings.SplitSeq(out.String(), "\n") {
+			if fields := strings.Fields(line); containsAll(fields, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("-h output has no line with %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// containsAll reports whether the words of line include every non-empty
+// entry of want, in order, as whole words or joined phrases.
+func containsAll(words, want []string) bool {
+	line := " " + strings.Join(words, " ") + " "
+	for _, w := range want {
+		if w != "" && !strings.Contains(line, " "+w+" ") {
+			return false
+		}
+	}
+	return true
+}
+
+func TestParseKeyFile(t *testing.T) {
+	digest := func(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }
+	hexOf := func(key string) string { d := digest(key); return hex.EncodeToString(d[:]) }
+	tests := []struct {
+		rule string
+		file string
+		want []keyEntry
+	}{
+		{"a plain key gets a digest-prefix label", "alpha-key\n",
+			[]keyEntry{{digest("alpha-key"), "key-" + hexOf("alpha-key")[:8]}}},
+		{"a labelled key", "alpha-key shop-frontend\n",
+			[]keyEntry{{digest("alpha-key"), "shop-frontend"}}},
+		{"a hashed key", "sha256:" + hexOf("beta") + "\n",
+			[]keyEntry{{digest("beta"), "key-" + hexOf("beta")[:8]}}},
+		{"a hashed key with a label, in upper-case hex", "sha256:" + strings.ToUpper(hexOf("beta")) + " billing\n",
+			[]keyEntry{{digest("beta"), "billing"}}},
+		{"comments, blank lines and indentation", "# keys for prod\n\n   alpha-key   web # rotated 2026-11\n\t# gone-key\nbeta",
+			[]keyEntry{{digest("alpha-key"), "web"}, {digest("beta"), "key-" + hexOf("beta")[:8]}}},
+		{"two keys may share a label (rotation)", "old-key web\nnew-key web\n",
+			[]keyEntry{{digest("old-key"), "web"}, {digest("new-key"), "web"}}},
+		{"an empty file", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			got, err := parseKeyFile(strings.NewReader(tt.file))
+			if err != nil {
+				t.Fatalf("parseKeyFile: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(keyEntry{})); diff != "" {
+				t.Errorf("parseKeyFile mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	bad := []struct {
+		rule, file, mention string
+	}{
+		{"three words", "secret-key label extra\n", "line 1"},
+		{"a digest that is not hex", "ok-key\nsha256:zz" + strings.Repeat("0", 62) + "\n", "line 2"},
+		{"a short digest", "sha256:abcd\n", "64 hex digits"},
+		{"a label with a space-like character", "secret-key bad/label\n", "label"},
+		{"a label too long", "secret-key " + strings.Repeat("x", 65) + "\n", "label"},
+	}
+	for _, tt := range bad {
+		t.Run("refused: "+tt.rule, func(t *testing.T) {
+			_, err := parseKeyFile(strings.NewReader(tt.file))
+			if err == nil || !strings.Contains(err.Error(), tt.mention) {
+				t.Fatalf("parseKeyFile = %v, want an error mentioning %q", err, tt.mention)
+			}
+			if strings.Contains(err.Error(), "secret-key") || strings.Contains(err.Error(), "ok-key") {
+				t.Errorf("the error repeats a key: %v", err)
+			}
+		})
+	}
+}
+
+func TestHashKey(t *testing.T) {
+	var out strings.Builder
+	if err := run(t.Context(), []string{"hash-key"}, os.Getenv, strings.NewReader("s3cret-key\n"), &out, io.Discard); err != nil {
+		t.Fatalf("hash-key: %v", err)
+	}
+	d := sha256.Sum256([]byte("s3cret-key"))
+	if diff := cmp.Diff("sha256:"+hex.EncodeToString(d[:])+"\n", out.String()); diff != "" {
+		t.Errorf("hash-key output mismatch (-want +got):\n%s", diff)
+	}
+
+	// The printed line, in a key file, accepts the key.
+	keyFile := filepath.Join(t.TempDir(), "keys")
+	write(t, keyFile, strings.TrimSpace(out.String())+" hashed-client\n")
+	rs := startRun(t, map[string]string{
+		"PETSTORE_ADDR":          "127.0.0.1:0",
+		"PETSTORE_DB":            filepath.Join(t.TempDir(), "pets.db"),
+		"PETSTORE_API_KEYS_FILE": keyFile,
+		"PETSTORE_API_KEYS":      testKey, // both sources together
+	})
+	for _, key := range []string{"s3cret-key", testKey} {
+		if res := doRequest(t, rs.URL, "GET", "/v1/pets", "", map[string]string{"Authorization": "Bearer " + key}); res.Status != 200 {
+			t.Errorf("key from %s: status %d, want 200", map[bool]string{true: "the file", false: "the environment"}[key == "s3cret-key"], res.Status)
+		}
+	}
+
+	err := run(t.Context(), []string{"hash-key"}, os.Getenv, strings.NewReader("\n"), io.Discard, io.Discard)
+	if _, ok := errors.AsType[*configError](err); !ok {
+		t.Errorf("hash-key with an empty line = %v, want a configError", err)
+	}
+}
+
+// write creates a file with the given content.
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the service's Prometheus metrics, in a registry of its own
+// (not the library's global one, so that tests can run several servers).
+type metrics struct {
+	registry   *prometheus.Registry
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	deprecated *prometheus.CounterVec
+}
+
+// newMetrics registers every metric; st supplies the pet counts and the
+// database error count when Prometheus scrapes.
+func newMetrics(st *store) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petstore_http_requests_total",
+			Help: "HTTP requests answered, by route (the mux pattern, or unmatched) and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "petstore_http_request_duration_seconds",
+			Help:    "Time from receiving a request to the end of its handler, by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"route"}),
+		deprecated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petstore_deprecated_calls_total",
+			Help: "Authenticated calls to deprecated operations, by operation and caller label: who still has to migrate.",
+		}, []string{"operation", "caller"}),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.duration, m.deprecated,
+		petsCollector{st: st, desc: prometheus.NewDesc("petstore_pets",
+			"Pets stored, by status (counted when scraped).", []string{"status"}, nil)},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "petstore_db_errors_total",
+			Help: "Database operations that failed (a missing pet is not a failure).",
+		}, func() float64 { return float64(st.errorCount()) }),
+	)
+	return m
+}
+
+// observeRequest records one answered request.
+func (m *metrics) observeRequest(route string, status int, elapsed time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route).Observe(elapsed.Seconds())
+}
+
+// handler serves the metrics in the Prometheus text format. A metric that
+// cannot be gathered (the pet counts, when the database is down) is left out
+// rather than failing the whole scrape; the failure shows in
+// petstore_db_errors_total.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// petsCollector reports the number of pets by status, counted at scrape
+// time so that start-up does no O(n) work on a large table.
+type petsCollector struct {
+	st   *store
+	desc *prometheus.Desc
+}
+
+func (c petsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c petsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	counts, err := c.st.countByStatus(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	for _, s := range []string{"available", "pending", "sold"} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), s)
+	}
+}

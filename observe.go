@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// requestInfo is what the middlewares learn about a request on its way down
+// the handler chain, for the access log and the metrics on its way back.
+type requestInfo struct {
+	id     string // echoed in X-Request-Id
+	route  string // the mux pattern that served it; "" when none did
+	caller string // the label of its API key, once authenticated
+}
+
+// requestInfoKey is the context key of the *requestInfo.
+type requestInfoKey struct{}
+
+// requestInfoFrom returns the request's *requestInfo, or nil outside observe.
+func requestInfoFrom(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
+
+// maxRequestIDLen bounds an incoming X-Request-Id; longer ones are replaced.
+const maxRequestIDLen = 128
+
+// requestID returns the incoming id when it is sane (1 to 128 characters
+// among letters, digits and "._:-", which covers UUIDs, ULIDs and hex ids),
+// and a fresh random one otherwise, so that an id never carries spaces,
+// quotes or control characters into logs and headers.
+func requestID(incoming string) string {
+	if len(incoming) >= 1 && len(incoming) <= maxRequestIDLen &&
+		strings.Trim(incoming, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") == "" {
+		return incoming
+	}
+	return rand.Text()
+}
+
+// observe gives each request an id, then writes one access log line and
+// records the metrics once the request is answered. Health checks are logged
+// at debug level only: probes call them every few seconds.
+func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		info := &requestInfo{id: requestID(r.Header.Get("X-Request-Id"))}
+		w.Header().Set("X-Request-Id", info.id)
+		sw := &statusWriter{ResponseWriter: w}
+		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
+		next.ServeHTTP(sw, r)
+
+		elapsed := time.Since(start)
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK // nothing written: net/http sends 200
+		}
+		route := info.route
+		if route == "" {
+			route = "unmatched"
+		}
+		m.observeRequest(route, status, elapsed)
+		level := slog.LevelInfo
+		if route == "GET /healthz" || route == "GET /readyz" {
+			level = slog.LevelDebug
+		}
+		log.LogAttrs(r.Context(), level, "request",
+			slog.String("method", abbreviate(r.Method)),
+			slog.String("path", abbreviate(r.URL.Path)),
+			slog.Int("status", status),
+			slog.Int64("bytes", sw.bytes),
+			slog.Duration("duration", elapsed),
+			slog.String("request_id", info.id),
+			slog.String("caller", info.caller),
+		)
+	})
+}
+
+// statusWriter records the status and the number of body bytes written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (s *statusWriter) WriteHeader(status int) {
+	if s.status == 0 {
+		s.status = status
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,561 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// startBinaryWithStderr is startBinary keeping what the process logs.
+func startBinaryWithStderr(t *testing.T, bin string, env ...string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
+	stderr := &syncBuffer{}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill() // only the process this test started, by its PID
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no URL line: %v; stderr:\n%s", err, stderr)
+	}
+	m := urlLine.FindStringSubmatch(strings.TrimSpace(line))
+	if m == nil {
+		t.Fatalf("stdout line %q does not match %v", line, urlLine)
+	}
+	return cmd, m[1], stderr
+}
+
+// eventually polls cond every 20 ms for up to 5 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	keyFile := filepath.Join(t.TempDir(), "keys")
+	write(t, keyFile, "old-key web\nsteady-key monitor\n")
+	cmd, url, stderr := startBinaryWithStderr(t, bin, "PETSTORE_ADDR=127.0.0.1:0",
+		"PETSTORE_DB="+filepath.Join(t.TempDir(), "pets.db"), "PETSTORE_API_KEYS_FILE="+keyFile)
+	status := func(key string) int {
+		return doRequest(t, url, "GET", "/v1/pets", "", map[string]string{"Authorization": "Bearer " + key}).Status
+	}
+
+	// A key present before and after every reload must never be refused
+	// while the reloads happen.
+	var refused, sent atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				sent.Add(1)
+				if status("steady-key") != http.StatusOK {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+
+	if got := status("old-key"); got != http.StatusOK {
+		t.Fatalf("old key before rotation: status %d", got)
+	}
+	if got := status("new-key"); got != http.StatusUnauthorized {
+		t.Fatalf("new key before rotation: status %d", got)
+	}
+	write(t, keyFile, "new-key web\nsteady-key monitor\n")
+	cmd.Process.Signal(syscall.SIGHUP)
+	eventually(t, "the new key is accepted after SIGHUP", func() bool { return status("new-key") == http.StatusOK })
+	if got := status("old-key"); got != http.StatusUnauthorized {
+		t.Errorf("removed key after SIGHUP: status %d, want 401", got)
+	}
+
+	// A file that does not parse keeps the keys in force, and says why.
+	write(t, keyFile, "new-key web extra words\n")
+	cmd.Process.Signal(syscall.SIGHUP)
+	eventually(t, "the failed reload is logged", func() bool { return strings.Contains(stderr.String(), "API keys not reloaded") })
+	if got := status("new-key"); got != http.StatusOK {
+		t.Errorf("after a failed reload the current key got status %d, want 200", got)
+	}
+	if !strings.Contains(stderr.String(), "line 1") {
+		t.Errorf("the failed reload does not say which line is wrong:\n%s", stderr)
+	}
+	close(stop)
+	wg.Wait()
+	if refused.Load() != 0 {
+		t.Errorf("%d of %d requests with a key kept across reloads were refused", refused.Load(), sent.Load())
+	}
+	for _, key := range []string{"old-key", "new-key", "steady-key"} {
+		if strings.Contains(stderr.String(), key) {
+			t.Errorf("the log contains the key %q", key)
+		}
+	}
+}
+
+func TestRequestIDs(t *testing.T) {
+	ts := newTestServer(t)
+	tests := []struct {
+		rule     string
+		incoming string
+		echoed   bool
+	}{
+		{"a UUID is echoed", "3f1c2a9e-5b7d-4c1e-9f00-0123456789ab", true},
+		{"a short token is echoed", "req.42:a_b", true},
+		{"128 characters are echoed", strings.Repeat("a", 128), true},
+		{"none gets a generated id", "", false},
+		{"129 characters are replaced", strings.Repeat("a", 129), false},
+		{"spaces are replaced", "abc def", false},
+		{"quotes are replaced", `abc"def`, false},
+		{"non-ASCII is replaced", "ïd", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			for _, path := range []string{"/v1/pets", "/v1/nowhere", "/healthz"} {
+				res := ts.do(t, "GET", path, "", map[string]string{"X-Request-Id": tt.incoming})
+				got := res.Header.Get("X-Request-Id")
+				if tt.echoed && got != tt.incoming {
+					t.Errorf("GET %s: X-Request-Id = %q, want %q echoed", path, got, tt.incoming)
+				}
+				if !tt.echoed && (got == tt.incoming || len(got) != 26 || requestID(got) != got) {
+					t.Errorf("GET %s: X-Request-Id = %q, want a fresh 26-character id", path, got)
+				}
+			}
+		})
+	}
+	t.Run("generated ids differ", func(t *testing.T) {
+		a := ts.do(t, "GET", "/v1/pets", "", nil).Header.Get("X-Request-Id")
+		b := ts.do(t, "GET", "/v1/pets", "", nil).Header.Get("X-Request-Id")
+		if a == b {
+			t.Errorf("two requests got the same id %q", a)
+		}
+	})
+}
+
+func TestJSONLogs(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "keys")
+	write(t, keyFile, "labelled-key shop-frontend\n")
+	rs := startRun(t, map[string]string{
+		"PETSTORE_ADDR":          "127.0.0.1:0",
+		"PETSTORE_DB":            filepath.Join(t.TempDir(), "pets.db"),
+		"PETSTORE_API_KEYS":      testKey,
+		"PETSTORE_API_KEYS_FILE": keyFile,
+	}, "-log-format", "json")
+	doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`,
+		map[string]string{"Authorization": "Bearer labelled-key", "X-Request-Id": "trace-1"})
+	doRequest(t, rs.URL, "GET", "/v1/pets", "", map[string]string{"X-Request-Id": "trace-2"})
+	doRequest(t, rs.URL, "GET", "/v1/pets", "", map[string]string{"X-Request-Id": "trace-3", "Authorization": "Bearer wrong"})
+	doRequest(t, rs.URL, "GET", "/healthz", "", nil)
+	doRequest(t, rs.URL, "GET", "/readyz", "", nil)
+	if err := rs.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	var lines []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(rs.Stderr.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		delete(m, "time")
+		lines = append(lines, m)
+	}
+	byMsg := func(msg string) []map[string]any {
+		return slices.DeleteFunc(slices.Clone(lines), func(m map[string]any) bool { return m["msg"] != msg })
+	}
+
+	var requests []map[string]any
+	for _, m := range byMsg("request") {
+		if m["duration"] == nil || m["bytes"] == nil {
+			t.Errorf("access line without duration or bytes: %v", m)
+		}
+		delete(m, "duration")
+		delete(m, "bytes")
+		requests = append(requests, m)
+	}
+	access := func(method, path string, status int, id, caller string) map[string]any {
+		return map[string]any{"level": "INFO", "msg": "request", "method": method, "path": path,
+			"status": float64(status), "request_id": id, "caller": caller}
+	}
+	want := []map[string]any{
+		access("POST", "/v1/pets", 201, "trace-1", "shop-frontend"),
+		access("GET", "/v1/pets", 200, "trace-2", "key-"+hexDigest(testKey)[:8]),
+		access("GET", "/v1/pets", 401, "trace-3", ""),
+	}
+	if diff := cmp.Diff(want, requests); diff != "" {
+		t.Errorf("access log mismatch; health checks must not appear at info level (-want +got):\n%s", diff)
+	}
+
+	started := byMsg("petstore started")
+	if len(started) != 1 {
+		t.Fatalf("want one start-up line, got %v", started)
+	}
+	for _, field := range []string{"version", "url", "db", "journal_mode", "keys"} {
+		if started[0][field] == nil {
+			t.Errorf("start-up line has no %s: %v", field, started[0])
+		}
+	}
+	if started[0]["journal_mode"] != "wal" || started[0]["keys"] != float64(2) {
+		t.Errorf("start-up line: journal_mode %v, keys %v; want wal and 2", started[0]["journal_mode"], started[0]["keys"])
+	}
+	if stopped := byMsg("stopped"); len(stopped) != 1 || stopped[0]["drained_in"] == nil {
+		t.Errorf("want one shutdown line with drained_in, got %v", stopped)
+	}
+	if down := byMsg("shutting down"); len(down) != 1 || down[0]["reason"] == nil {
+		t.Errorf("want one line saying why it shuts down, got %v", down)
+	}
+	if strings.Contains(rs.Stderr.String(), "labelled-key") || strings.Contains(rs.Stderr.String(), testKey) {
+		t.Errorf("the log contains a key")
+	}
+}
+
+// hexDigest is the hex SHA-256 digest of key.
+func hexDigest(key string) string {
+	var out strings.Builder
+	hashKey(strings.NewReader(key), &out)
+	return strings.TrimSpace(strings.TrimPrefix(out.String(), "sha256:"))
+}
+
+func TestMetricsAfterKnownTraffic(t *testing.T) {
+	ts := newTestServer(t)
+	rex := ts.createPet(t, "Rex", 1, "")
+	ts.createPet(t, "Tom", 1, "sold")
+	ts.createPet(t, "Kit", 1, "sold")
+	ts.do(t, "GET", "/v1/pets", "", nil)
+	ts.do(t, "GET", fmt.Sprintf("/v1/pets/%d", rex.ID), "", nil)
+	ts.do(t, "GET", fmt.Sprintf("/v1/pets/%d", rex.ID), "", map[string]string{"Authorization": "Bearer " + otherTestKey})
+	ts.do(t, "GET", "/v1/pets/999", "", nil)
+	ts.do(t, "GET", "/v1/pets/1", "", map[string]string{"Authorization": ""}) // unauthenticated: not counted as a caller
+	ts.do(t, "GET", "/v1/nowhere", "", nil)
+	ts.do(t, "POST", "/v1/pets", `{}`, nil)
+
+	t.Run("metrics need a key", func(t *testing.T) {
+		wantError(t, ts.do(t, "GET", "/metrics", "", map[string]string{"Authorization": ""}), http.StatusUnauthorized, codeUnauthorized)
+	})
+
+	res := ts.do(t, "GET", "/metrics", "", nil)
+	if res.Status != http.StatusOK {
+		t.Fatalf("GET /metrics: status %d", res.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(res.Body)))
+	if err != nil {
+		t.Fatalf("metrics are not the Prometheus text format: %v", err)
+	}
+	// value returns the value of the series of family with exactly labels.
+	value := func(family string, labels map[string]string) float64 {
+		f := families[family]
+		if f == nil {
+			t.Errorf("no metric family %s", family)
+			return -1
+		}
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if cmp.Equal(labels, got) {
+				return seriesValue(m)
+			}
+		}
+		return 0
+	}
+	key1 := "key-" + hexDigest(testKey)[:8]
+	key2 := "key-" + hexDigest(otherTestKey)[:8]
+	got := map[string]float64{
+		"requests POST /v1/pets 201":    value("petstore_http_requests_total", map[string]string{"route": "POST /v1/pets", "code": "201"}),
+		"requests POST /v1/pets 400":    value("petstore_http_requests_total", map[string]string{"route": "POST /v1/pets", "code": "400"}),
+		"requests GET /v1/pets 200":     value("petstore_http_requests_total", map[string]string{"route": "GET /v1/pets", "code": "200"}),
+		"requests getPet 200":           value("petstore_http_requests_total", map[string]string{"route": "GET /v1/pets/{petId}", "code": "200"}),
+		"requests getPet 404":           value("petstore_http_requests_total", map[string]string{"route": "GET /v1/pets/{petId}", "code": "404"}),
+		"requests getPet 401":           value("petstore_http_requests_total", map[string]string{"route": "GET /v1/pets/{petId}", "code": "401"}),
+		"requests unmatched 404":        value("petstore_http_requests_total", map[string]string{"route": "unmatched", "code": "404"}),
+		"latency samples POST /v1/pets": value("petstore_http_request_duration_seconds", map[string]string{"route": "POST /v1/pets"}),
+		"pets available":                value("petstore_pets", map[string]string{"status": "available"}),
+		"pets pending":                  value("petstore_pets", map[string]string{"status": "pending"}),
+		"pets sold":                     value("petstore_pets", map[string]string{"status": "sold"}),
+		"getPet calls by first key":     value("petstore_deprecated_calls_total", map[string]string{"operation": "getPet", "caller": key1}),
+		"getPet calls by second key":    value("petstore_deprecated_calls_total", map[string]string{"operation": "getPet", "caller": key2}),
+		"database errors":               value("petstore_db_errors_total", map[string]string{}),
+	}
+	want := map[string]float64{
+		"requests POST /v1/pets 201":    3,
+		"requests POST /v1/pets 400":    1,
+		"requests GET /v1/pets 200":     1,
+		"requests getPet 200":           2,
+		"requests getPet 404":           1,
+		"requests getPet 401":           1,
+		"requests unmatched 404":        1,
+		"latency samples POST /v1/pets": 4,
+		"pets available":                1,
+		"pets pending":                  0,
+		"pets sold":                     2,
+		"getPet calls by first key":     2,
+		"getPet calls by second key":    1,
+		"database errors":               0,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("metrics mismatch (-want +got):\n%s", diff)
+	}
+	if strings.Contains(string(res.Body), testKey) {
+		t.Errorf("the metrics contain a key")
+	}
+
+	t.Run("database errors are counted", func(t *testing.T) {
+		ts.Store.Close()
+		for range 3 {
+			ts.do(t, "GET", "/v1/pets", "", nil)
+		}
+		res := ts.do(t, "GET", "/metrics", "", nil)
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(string(res.Body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Three failed lists, and perhaps the scrape's own failed count of
+		// pets, which runs concurrently with reading this counter.
+		if got := seriesValue(families["petstore_db_errors_total"].GetMetric()[0]); got != 3 && got != 4 {
+			t.Errorf("petstore_db_errors_total = %v after 3 failed queries, want 3 (or 4)", got)
+		}
+		if _, ok := families["petstore_pets"]; ok {
+			t.Errorf("petstore_pets is reported although the database is closed")
+		}
+	})
+}
+
+// seriesValue is a counter's or gauge's value, or a histogram's sample count.
+func seriesValue(m *dto.Metric) float64 {
+	switch {
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetHistogram() != nil:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+	return -1
+}
+
+func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
+	ts := newTestServer(t)
+	var mu sync.Mutex
+	var acked []Pet
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res := ts.do(t, "POST", "/v1/pets", fmt.Sprintf(`{"name":"w%d-%d","categoryId":%d}`, w, i, w+1), nil)
+				if res.Status != http.StatusCreated {
+					t.Errorf("create: status %d", res.Status)
+					return
+				}
+				p := decode[Pet](t, res)
+				mu.Lock()
+				acked = append(acked, p)
+				mu.Unlock()
+			}
+		})
+	}
+	eventually(t, "some pets are created", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 20 })
+	mu.Lock()
+	before := slices.Clone(acked) // acknowledged before the backup began
+	mu.Unlock()
+
+	out := filepath.Join(t.TempDir(), "backup.db")
+	var stdout strings.Builder
+	err := run(t.Context(), []string{"backup", "-db", ts.DBPath, out}, func(string) string { return "" }, strings.NewReader(""), &stdout, io.Discard)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	if want := fmt.Sprintf("backed up %s to %s\n", ts.DBPath, out); stdout.String() != want {
+		t.Errorf("backup printed %q, want %q", stdout.String(), want)
+	}
+
+	// Restore: serve the copy, and find every pet acknowledged before the
+	// backup began, intact.
+	rs := startRun(t, map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": out, "PETSTORE_API_KEYS": testKey})
+	var restored []Pet
+	for next := "/v1/pets?limit=100"; next != ""; {
+		res := doRequest(t, rs.URL, "GET", next, "", nil)
+		restored = append(restored, decode[[]Pet](t, res)...)
+		next = strings.TrimSuffix(strings.TrimPrefix(res.Header.Get("Link"), "<"), `>; rel="next"`)
+	}
+	byID := map[int64]Pet{}
+	for _, p := range restored {
+		byID[p.ID] = p
+	}
+	for _, p := range before {
+		if diff := cmp.Diff(p, byID[p.ID]); diff != "" {
+			t.Errorf("pet %d acknowledged before the backup is not restored intact (-want +got):\n%s", p.ID, diff)
+		}
+	}
+	t.Logf("%d pets acknowledged before the backup, %d in it", len(before), len(restored))
+
+	t.Run("an existing output file is never overwritten", func(t *testing.T) {
+		write(t, out+".taken", "precious")
+		err := runConfig(t, nil, "backup", "-db", ts.DBPath, out+".taken")
+		if ce, ok := errors.AsType[*configError](err); !ok || !strings.Contains(ce.problem, "refusing to overwrite") {
+			t.Errorf("backup onto an existing file = %v, want a configError refusing", err)
+		}
+		if b, _ := os.ReadFile(out + ".taken"); string(b) != "precious" {
+			t.Errorf("the existing file was changed to %q", b)
+		}
+	})
+	t.Run("a missing database is refused", func(t *testing.T) {
+		err := runConfig(t, nil, "backup", "-db", filepath.Join(t.TempDir(), "none.db"), filepath.Join(t.TempDir(), "x.db"))
+		if _, ok := errors.AsType[*configError](err); !ok {
+			t.Errorf("backup of a missing database = %v, want a configError", err)
+		}
+	})
+	t.Run("the output file is required", func(t *testing.T) {
+		if _, ok := errors.AsType[*configError](runConfig(t, nil, "backup", "-db", ts.DBPath)); !ok {
+			t.Errorf("backup without OUT.db did not fail with a configError")
+		}
+	})
+}
+
+func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {
+	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_API_KEYS": testKey}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	rs := startRun(t, env, "-db", ":memory:")
+	const n = 40
+	var wg sync.WaitGroup
+	created := make([]Pet, n)
+	for i := range n {
+		wg.Go(func() {
+			res := doRequest(t, rs.URL, "POST", "/v1/pets", fmt.Sprintf(`{"name":"m%d","categoryId":1}`, i), nil)
+			if res.Status != http.StatusCreated {
+				t.Errorf("create: status %d, body %s", res.Status, res.Body)
+				return
+			}
+			created[i] = decode[Pet](t, res)
+			// Read back at once, on whichever pooled connection serves it.
+			got := doRequest(t, rs.URL, "GET", fmt.Sprintf("/v1/pets/%d", created[i].ID), "", nil)
+			if got.Status != http.StatusOK {
+				t.Errorf("get of a just-created pet: status %d", got.Status)
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(created, func(a, b Pet) int { return int(a.ID - b.ID) })
+	got := decode[[]Pet](t, doRequest(t, rs.URL, "GET", "/v1/pets?limit=100", "", nil))
+	if diff := cmp.Diff(created, got); diff != "" {
+		t.Errorf("listing mismatch (-want +got):\n%s", diff)
+	}
+	rs.stop(t)
+
+	rs = startRun(t, env, "-db", ":memory:")
+	if res := doRequest(t, rs.URL, "GET", "/v1/pets", "", nil); string(res.Body) != "[]\n" {
+		t.Errorf("a new :memory: run starts with %s, want []", res.Body)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf(":memory: left files behind: %v", entries)
+	}
+}
+
+func TestSeedLoadsOnlyIntoAnEmptyDatabase(t *testing.T) {
+	seed := filepath.Join(t.TempDir(), "seed.json")
+	write(t, seed, `[{"name":"Rex","categoryId":1},{"name":"Tom","categoryId":2,"status":"sold"},{"name":"Kit","categoryId":3,"status":"pending"}]`)
+	env := map[string]string{
+		"PETSTORE_ADDR":     "127.0.0.1:0",
+		"PETSTORE_DB":       filepath.Join(t.TempDir(), "pets.db"),
+		"PETSTORE_API_KEYS": testKey,
+		"PETSTORE_SEED":     seed,
+	}
+	want := []Pet{
+		{ID: 1, Name: "Rex", CategoryID: 1, Status: "available"},
+		{ID: 2, Name: "Tom", CategoryID: 2, Status: "sold"},
+		{ID: 3, Name: "Kit", CategoryID: 3, Status: "pending"},
+	}
+	for round := range 2 {
+		rs := startRun(t, env)
+		got := decode[[]Pet](t, doRequest(t, rs.URL, "GET", "/v1/pets", "", nil))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("start %d: pets mismatch (-want +got):\n%s", round+1, diff)
+		}
+		rs.stop(t)
+	}
+}
+
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	cmd, url := startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_API_KEYS="+testKey,
+		"PETSTORE_DB="+filepath.Join(t.TempDir(), "pets.db"), "PETSTORE_SHUTDOWN_TIMEOUT=1m")
+
+	// A request whose body never completes keeps the drain waiting.
+	bodyR, bodyW := io.Pipe()
+	defer bodyW.Close()
+	req, _ := http.NewRequest("POST", url+"/v1/pets", bodyR)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	go func() {
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	io.WriteString(bodyW, `{"name":`)
+	time.Sleep(200 * time.Millisecond)
+
+	exited := make(chan error, 1)
+	cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the process still runs 5s after the second SIGTERM (drain timeout is 1m)")
+	}
+}
