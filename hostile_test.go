@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -112,7 +113,8 @@ func TestHeadersSentOneByteASecondAreDropped(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 	}()
-	got := waitClosed(t, conn, 6*time.Second)
+	// Well before the 5 s -read-timeout, which would drop it too.
+	got := waitClosed(t, conn, 3500*time.Millisecond)
 	if strings.Contains(string(got), " 200 ") {
 		t.Errorf("the slow request was served: %q", got)
 	}
@@ -132,7 +134,9 @@ func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
 	if err := os.WriteFile(seedFile, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs := startHostileTarget(t, "-seed", seedFile) // -write-timeout 2s
+	// A write timeout of 1 s, well inside the 3.5 s the test waits, even if
+	// a busy machine takes a while to fill the socket buffers.
+	rs := startHostileTarget(t, "-seed", seedFile, "-write-timeout", "1s")
 
 	// Pipeline far more responses than the socket buffers hold, and read
 	// none of them.
@@ -163,8 +167,13 @@ func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
 }
 
 func TestFiveThousandIdleKeepAliveConnections(t *testing.T) {
-	rs := startHostileTarget(t)
 	const conns, dialers = 5000, 32
+	// Both ends live in this process: two descriptors per connection.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 2*conns+1000 {
+		t.Skipf("the open-file limit is %d; this test needs %d (raise it with ulimit -n)", lim.Cur, 2*conns+1000)
+	}
+	rs := startHostileTarget(t)
 	idle := make([]net.Conn, conns)
 	t.Cleanup(func() {
 		for _, c := range idle {
