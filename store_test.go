@@ -1,0 +1,85 @@
+package main
+
+import (
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestConnectionsCarryTheDurabilityPragmas guards the promise behind a 201:
+// every connection, writer and readers, runs in WAL mode with
+// synchronous=FULL (2) and a busy timeout, and readers cannot write.
+func TestConnectionsCarryTheDurabilityPragmas(t *testing.T) {
+	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	type pragmas struct {
+		JournalMode string
+		Synchronous int
+		BusyTimeout int
+		QueryOnly   int
+	}
+	read := func(db *sql.DB) pragmas {
+		t.Helper()
+		var p pragmas
+		for _, q := range []struct {
+			pragma string
+			dst    any
+		}{
+			{"journal_mode", &p.JournalMode},
+			{"synchronous", &p.Synchronous},
+			{"busy_timeout", &p.BusyTimeout},
+			{"query_only", &p.QueryOnly},
+		} {
+			if err := db.QueryRowContext(t.Context(), "PRAGMA "+q.pragma).Scan(q.dst); err != nil {
+				t.Fatalf("PRAGMA %s: %v", q.pragma, err)
+			}
+		}
+		return p
+	}
+	if diff := cmp.Diff(pragmas{"wal", 2, 5000, 0}, read(st.writer)); diff != "" {
+		t.Errorf("writer pragmas mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(pragmas{"wal", 2, 5000, 1}, read(st.reader)); diff != "" {
+		t.Errorf("reader pragmas mismatch (-want +got):\n%s", diff)
+	}
+	if _, err := st.reader.ExecContext(t.Context(), "INSERT INTO pets (name, category_id, status) VALUES ('x', 1, 'sold')"); err == nil {
+		t.Errorf("a reader connection accepted a write")
+	}
+}
+
+// TestSchemaRefusesWhatTheAPIRefuses checks that the table's constraints
+// hold even for a write that bypasses the handlers.
+func TestSchemaRefusesWhatTheAPIRefuses(t *testing.T) {
+	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tests := []struct {
+		rule     string
+		name     any
+		category any
+		status   any
+	}{
+		{"empty name", "", 1, "sold"},
+		{"name over 100 characters", string(make([]rune, 101)), 1, "sold"},
+		{"category 0", "Rex", 0, "sold"},
+		{"category that is not an integer", "Rex", "one", "sold"},
+		{"category with a fraction", "Rex", 1.5, "sold"},
+		{"unknown status", "Rex", 1, "adopted"},
+		{"null name", nil, 1, "sold"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			_, err := st.writer.ExecContext(t.Context(), "INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?)", tt.name, tt.category, tt.status)
+			if err == nil {
+				t.Errorf("the schema accepted %v, %v, %v", tt.name, tt.category, tt.status)
+			}
+		})
+	}
+}
