@@ -15,6 +15,11 @@ import (
 //go:embed openapi.json
 var openapiDocument string
 
+// The Go client in ./client is generated from the document; see README.md,
+// "API document and clients". TestGeneratedClientIsUpToDate fails when it is
+// stale.
+//go:generate go tool oapi-codegen -config client/oapi-codegen.yaml openapi.json
+
 // handleOpenAPIDocument serves GET /v1/openapi.json, without a key: clients
 // and generators fetch it before they have one. The ETag is strong (the
 // bytes never change while the process runs) and computed once; a client
