@@ -37,8 +37,11 @@ func TestGeneratedClient(t *testing.T) {
 		{Name: "Tom", CategoryId: 2, Status: ptr(client.PetStatus("sold"))},
 	} {
 		res, err := c.CreatePetWithResponse(ctx, np)
-		if err != nil || res.JSON201 == nil {
-			t.Fatalf("createPet %+v: %v; status %d, body %s", np, err, res.StatusCode(), res.Body)
+		if err != nil {
+			t.Fatalf("createPet %+v: %v", np, err)
+		}
+		if res.JSON201 == nil {
+			t.Fatalf("createPet %+v: status %d, body %s", np, res.StatusCode(), res.Body)
 		}
 		created = append(created, *res.JSON201)
 		if loc, want := res.Headers201.Location, "/v1/pets/"+strconv.FormatInt(res.JSON201.Id, 10); loc != want {
@@ -54,8 +57,11 @@ func TestGeneratedClient(t *testing.T) {
 	}
 
 	got, err := c.GetPetWithResponse(ctx, created[0].Id)
-	if err != nil || got.JSON200 == nil {
-		t.Fatalf("getPet: %v; status %d, body %s", err, got.StatusCode(), got.Body)
+	if err != nil {
+		t.Fatalf("getPet: %v", err)
+	}
+	if got.JSON200 == nil {
+		t.Fatalf("getPet: status %d, body %s", got.StatusCode(), got.Body)
 	}
 	if diff := cmp.Diff(created[0], *got.JSON200); diff != "" {
 		t.Errorf("getPet mismatch (-want +got):\n%s", diff)
@@ -65,23 +71,32 @@ func TestGeneratedClient(t *testing.T) {
 	}
 
 	list, err := c.ListPetsWithResponse(ctx, &client.ListPetsParams{Limit: ptr(int32(1))})
-	if err != nil || list.JSON200 == nil {
-		t.Fatalf("listPets: %v; status %d, body %s", err, list.StatusCode(), list.Body)
+	if err != nil {
+		t.Fatalf("listPets: %v", err)
+	}
+	if list.JSON200 == nil {
+		t.Fatalf("listPets: status %d, body %s", list.StatusCode(), list.Body)
 	}
 	if diff := cmp.Diff(created[:1], *list.JSON200); diff != "" {
 		t.Errorf("listPets first page mismatch (-want +got):\n%s", diff)
 	}
 	next, err := c.ListPetsWithResponse(ctx, &client.ListPetsParams{Limit: ptr(int32(1)), After: &created[0].Id})
-	if err != nil || next.JSON200 == nil {
-		t.Fatalf("listPets after %d: %v; status %d, body %s", created[0].Id, err, next.StatusCode(), next.Body)
+	if err != nil {
+		t.Fatalf("listPets after %d: %v", created[0].Id, err)
+	}
+	if next.JSON200 == nil {
+		t.Fatalf("listPets after %d: status %d, body %s", created[0].Id, next.StatusCode(), next.Body)
 	}
 	if diff := cmp.Diff(created[1:], *next.JSON200); diff != "" {
 		t.Errorf("listPets second page mismatch (-want +got):\n%s", diff)
 	}
 
 	missing, err := c.GetPetWithResponse(ctx, created[1].Id+1000)
-	if err != nil || missing.JSON404 == nil {
-		t.Fatalf("getPet of a missing pet: %v; status %d, body %s", err, missing.StatusCode(), missing.Body)
+	if err != nil {
+		t.Fatalf("getPet of a missing pet: %v", err)
+	}
+	if missing.JSON404 == nil {
+		t.Fatalf("getPet of a missing pet: status %d, body %s", missing.StatusCode(), missing.Body)
 	}
 	if missing.JSON404.Code != "not_found" || missing.JSON404.Status != http.StatusNotFound {
 		t.Errorf("getPet of a missing pet: error %+v, want not_found 404", *missing.JSON404)

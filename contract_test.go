@@ -248,23 +248,26 @@ func routeByPath(doc *openapi3.T) *openapi3.T {
 // Whether the key is one the service accepts is no business of the document.
 var bearerForm = regexp.MustCompile(`^(?i:bearer) +\S+$`)
 
-// validationOptions are the options of every request and response validation.
-var validationOptions = &openapi3filter.Options{
-	// A response status that the operation does not list is a failure.
-	IncludeResponseStatus: true,
-	// The request is validated, not rewritten: the service gets the request
-	// as the row sends it.
-	SkipSettingDefaults: true,
-	MultiError:          true,
-	AuthenticationFunc: func(_ context.Context, in *openapi3filter.AuthenticationInput) error {
-		if in.SecuritySchemeName != "bearerAuth" {
-			return fmt.Errorf("unknown security scheme %q", in.SecuritySchemeName)
-		}
-		if !bearerForm.MatchString(in.RequestValidationInput.Request.Header.Get("Authorization")) {
-			return errors.New("no Authorization: Bearer <key> header")
-		}
-		return nil
-	},
+// validationOptions returns the options of every request and response
+// validation.
+func validationOptions() *openapi3filter.Options {
+	return &openapi3filter.Options{
+		// A response status that the operation does not list is a failure.
+		IncludeResponseStatus: true,
+		// The request is validated, not rewritten: the service gets the request
+		// as the row sends it.
+		SkipSettingDefaults: true,
+		MultiError:          true,
+		AuthenticationFunc: func(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+			if in.SecuritySchemeName != "bearerAuth" {
+				return fmt.Errorf("unknown security scheme %q", in.SecuritySchemeName)
+			}
+			if !bearerForm.MatchString(in.RequestValidationInput.Request.Header.Get("Authorization")) {
+				return errors.New("no Authorization: Bearer <key> header")
+			}
+			return nil
+		},
+	}
 }
 
 func TestContract(t *testing.T) {
@@ -274,6 +277,7 @@ func TestContract(t *testing.T) {
 		t.Fatalf("route openapi.json: %v", err)
 	}
 	unrouted := unroutedResponses(t, doc)
+	opts := validationOptions()
 
 	healthy := newTestServer(t)
 	for _, p := range []struct{ name, status string }{{"Rex", "available"}, {"Tom", "pending"}, {"Kit", "available"}} {
@@ -307,7 +311,7 @@ func TestContract(t *testing.T) {
 				for status, ref := range unrouted {
 					op.Responses.Set(strconv.Itoa(status), ref)
 				}
-				reqIn = &openapi3filter.RequestValidationInput{Request: vreq, Options: validationOptions,
+				reqIn = &openapi3filter.RequestValidationInput{Request: vreq, Options: opts,
 					Route: &routers.Route{Spec: doc, Method: tt.method, Operation: op}}
 				if !tt.breaksDocument {
 					t.Errorf("no operation takes %s %s (%v), but the row says the request is in the document", tt.method, tt.path, routeErr)
@@ -316,7 +320,7 @@ func TestContract(t *testing.T) {
 				t.Fatalf("route %s %s: %v", tt.method, tt.path, routeErr)
 			default:
 				opName = route.Operation.OperationID
-				reqIn = &openapi3filter.RequestValidationInput{Request: vreq, PathParams: pathParams, Route: route, Options: validationOptions}
+				reqIn = &openapi3filter.RequestValidationInput{Request: vreq, PathParams: pathParams, Route: route, Options: opts}
 				reqErr := openapi3filter.ValidateRequest(t.Context(), reqIn)
 				if tt.breaksDocument && reqErr == nil {
 					t.Errorf("the document accepts the request, but the row says it breaks the document")
@@ -342,7 +346,7 @@ func TestContract(t *testing.T) {
 				t.Fatalf("the document does not describe %v", key)
 			}
 			resIn := &openapi3filter.ResponseValidationInput{RequestValidationInput: reqIn,
-				Status: got.Status, Header: got.Header, Options: validationOptions}
+				Status: got.Status, Header: got.Header, Options: opts}
 			resIn.SetBodyBytes(got.Body)
 			if err := openapi3filter.ValidateResponse(t.Context(), resIn); err != nil {
 				t.Errorf("the response does not match the document's %v:\n%v\nheaders %v\nbody %s", key, err, got.Header, got.Body)
