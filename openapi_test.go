@@ -69,6 +69,18 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("operations without a key mismatch (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("every error code of the document is one the service has", func(t *testing.T) {
+		codes := doc.Components.Schemas["Error"].Value.Properties["code"].Value.Enum
+		if len(codes) == 0 {
+			t.Fatalf("the Error schema lists no codes")
+		}
+		for _, c := range codes {
+			// statusOf maps every code it does not know to 500.
+			if code, _ := c.(string); statusOf(code) == http.StatusInternalServerError && code != codeInternal {
+				t.Errorf("code %q is not in the service's table (statusOf)", code)
+			}
+		}
+	})
 	t.Run("production and staging servers end in /v1; the health checks sit outside it", func(t *testing.T) {
 		var got []string
 		for _, s := range doc.Servers {
