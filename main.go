@@ -197,8 +197,8 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func()
 	return observe(log, m, recoverPanics(log, routeErrors(log, mux, auth)))
 }
 
-// addRoutes lists every route of the service. The health checks are the only
-// routes without auth: probes carry no key.
+// addRoutes lists every route of the service. The health checks and the API
+// document are the only routes without auth: probes and generators carry no key.
 func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) http.Handler, st *store, m *metrics, now func() time.Time) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(log, st))
@@ -207,4 +207,5 @@ func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) htt
 	mux.Handle("POST /v1/pets", auth(handleCreatePet(log, st)))
 	mux.Handle("GET /v1/pets/{petId}", deprecated(m, auth(handleGetPet(log, st, now))))
 	mux.Handle("GET /v1/store/orders", auth(handleListOrders(log)))
+	mux.Handle("GET /v1/openapi.json", handleOpenAPIDocument(openapiDocument))
 }
