@@ -87,6 +87,18 @@ func (ts *testServer) do(t *testing.T, method, path, body string, hdr map[string
 // doRequest is do for any base URL (the real binary's, for example).
 func doRequest(t *testing.T, base, method, path, body string, hdr map[string]string) response {
 	t.Helper()
+	res, err := http.DefaultClient.Do(newRequest(t, base, method, path, body, hdr))
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return readResponse(t, res)
+}
+
+// newRequest builds the request do sends: the test key and, when body is not
+// empty, a JSON Content-Type; hdr adds or replaces headers, and an empty
+// value removes one.
+func newRequest(t *testing.T, base, method, path, body string, hdr map[string]string) *http.Request {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -106,11 +118,7 @@ func doRequest(t *testing.T, base, method, path, body string, hdr map[string]str
 			req.Header.Set(k, v)
 		}
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	return readResponse(t, res)
+	return req
 }
 
 // readResponse reads and closes res.

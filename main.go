@@ -212,8 +212,9 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func()
 	return observe(log, m, recoverPanics(log, routeErrors(log, mux, auth)))
 }
 
-// addRoutes lists every route of the service. The health checks are the only
-// routes without auth (and so without a rate limit): probes carry no key.
+// addRoutes lists every route of the service. The health checks and the API
+// document are the only routes without auth (and so without a rate limit):
+// probes and generators carry no key.
 func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) http.Handler, st *store, m *metrics, idem *idempotency, now func() time.Time) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(log, st))
@@ -222,4 +223,5 @@ func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) htt
 	mux.Handle("POST /v1/pets", auth(handleCreatePet(log, idem)))
 	mux.Handle("GET /v1/pets/{petId}", deprecated(m, auth(handleGetPet(log, st, now))))
 	mux.Handle("GET /v1/store/orders", auth(handleListOrders(log)))
+	mux.Handle("GET /v1/openapi.json", handleOpenAPIDocument(openapiDocument))
 }

@@ -1,0 +1,407 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/google/go-cmp/cmp"
+)
+
+// unroutedKey is the extension of openapi.json that lists the answers to a
+// request outside every operation (an unknown path, a method a path does not
+// take): OpenAPI has no place of its own for them.
+const unroutedKey = "x-unrouted-responses"
+
+// The servers a contract row can be answered by.
+const (
+	serverHealthy  = ""             // a working service with the seeded pets
+	serverDBClosed = "db-closed"    // its database closed: every query fails
+	serverSunset   = "after-sunset" // its clock at getPet's sunset
+)
+
+// contractCase is one row of the contract table: a request and the status the
+// service must answer it with. The response is then validated against the
+// document, and the request too.
+type contractCase struct {
+	rule   string            // the behaviour the row shows
+	server string            // which server answers: one of the server* constants
+	method string            // HTTP method
+	path   string            // path and query, from the root (/v1/... or /healthz)
+	body   string            // request body; when not empty, Content-Type is application/json
+	header map[string]string // headers added to the test key; an empty value removes one
+	status int               // the status the service must answer
+	// breaksDocument says the request itself is outside the document (no
+	// key, a parameter out of range, a body the schema refuses, a path or
+	// method no operation has). The validator must refuse it: that shows the
+	// document states the rule the service enforces. False means the
+	// validator must accept the request, even if the service refuses it for
+	// a rule the schema cannot express (such as `1.0` for an integer).
+	breaksDocument bool
+}
+
+// contractTable covers every operation and every documented status. A new
+// operation, status or header in openapi.json needs a row here, and a new
+// behaviour of the service needs the document to describe it: TestContract
+// fails on a gap either way. ids: the healthy server is seeded with pets 1 to 3
+// (see TestContract), and POST rows add more.
+func contractTable(etag string) []contractCase {
+	noKey := map[string]string{"Authorization": ""}
+	wrongKey := map[string]string{"Authorization": "Bearer not-a-key"}
+	return []contractCase{
+		// listPets
+		{rule: "a page with more pets after it", method: "GET", path: "/v1/pets?limit=2", status: 200},
+		{rule: "the last page, with the after cursor", method: "GET", path: "/v1/pets?limit=2&after=2", status: 200},
+		{rule: "a status filter with a cursor", method: "GET", path: "/v1/pets?status=available&limit=1&after=0", status: 200},
+		{rule: "nothing matches: an empty array", method: "GET", path: "/v1/pets?status=sold&after=1000", status: 200},
+		{rule: "limit above 100", method: "GET", path: "/v1/pets?limit=101", status: 400, breaksDocument: true},
+		{rule: "limit below 1", method: "GET", path: "/v1/pets?limit=0", status: 400, breaksDocument: true},
+		{rule: "status not a PetStatus", method: "GET", path: "/v1/pets?status=lost", status: 400, breaksDocument: true},
+		{rule: "after not an integer", method: "GET", path: "/v1/pets?after=x", status: 400, breaksDocument: true},
+		{rule: "an unknown parameter, which the schema cannot refuse", method: "GET", path: "/v1/pets?limt=5", status: 400},
+		{rule: "listPets without a key", method: "GET", path: "/v1/pets", header: noKey, status: 401, breaksDocument: true},
+		{rule: "listPets with a wrong key", method: "GET", path: "/v1/pets", header: wrongKey, status: 401},
+		{rule: "listPets when the database fails", server: serverDBClosed, method: "GET", path: "/v1/pets", status: 500},
+
+		// createPet
+		{rule: "a minimal NewPet", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 201},
+		{rule: "a NewPet with every field", method: "POST", path: "/v1/pets", body: `{"name":"Tom","categoryId":9223372036854775807,"status":"sold"}`, status: 201},
+		{rule: "charset parameter on the media type", method: "POST", path: "/v1/pets", body: `{"name":"Kit","categoryId":2}`,
+			header: map[string]string{"Content-Type": "application/json; charset=utf-8"}, status: 201},
+		{rule: "categoryId missing", method: "POST", path: "/v1/pets", body: `{"name":"Rex"}`, status: 400, breaksDocument: true},
+		{rule: "a blank name", method: "POST", path: "/v1/pets", body: `{"name":"  ","categoryId":1}`, status: 400, breaksDocument: true},
+		{rule: "a name of 101 characters", method: "POST", path: "/v1/pets", body: `{"name":"` + strings.Repeat("é", 101) + `","categoryId":1}`, status: 400, breaksDocument: true},
+		{rule: "a control character in the name", method: "POST", path: "/v1/pets", body: `{"name":"Re\nx","categoryId":1}`, status: 400, breaksDocument: true},
+		{rule: "a client-supplied id", method: "POST", path: "/v1/pets", body: `{"id":7,"name":"Rex","categoryId":1}`, status: 400, breaksDocument: true},
+		{rule: "categoryId 0", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":0}`, status: 400, breaksDocument: true},
+		{rule: "categoryId written as a fraction, which the schema cannot refuse", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1.0}`, status: 400},
+		{rule: "a body that is not JSON", method: "POST", path: "/v1/pets", body: `{"name":`, status: 400, breaksDocument: true},
+		{rule: "createPet without a key", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, header: noKey, status: 401, breaksDocument: true},
+		{rule: "a body over 1 MiB", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}` + strings.Repeat(" ", maxBodyBytes), status: 413},
+		{rule: "a body that is not application/json", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`,
+			header: map[string]string{"Content-Type": "text/plain"}, status: 415, breaksDocument: true},
+		{rule: "createPet when the database fails", server: serverDBClosed, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 500},
+
+		// getPet
+		{rule: "an existing pet, with the deprecation headers", method: "GET", path: "/v1/pets/1", status: 200},
+		{rule: "an id no pet has", method: "GET", path: "/v1/pets/999999", status: 404},
+		{rule: "an id that cannot exist", method: "GET", path: "/v1/pets/0", status: 404, breaksDocument: true},
+		{rule: "an id that is not a number", method: "GET", path: "/v1/pets/rex", status: 404, breaksDocument: true},
+		{rule: "getPet without a key", method: "GET", path: "/v1/pets/1", header: noKey, status: 401, breaksDocument: true},
+		{rule: "getPet with a wrong key", method: "GET", path: "/v1/pets/1", header: wrongKey, status: 401},
+		{rule: "getPet from the sunset on", server: serverSunset, method: "GET", path: "/v1/pets/1", status: 410},
+		{rule: "getPet when the database fails", server: serverDBClosed, method: "GET", path: "/v1/pets/1", status: 500},
+
+		// listOrders
+		{rule: "the store area is not implemented", method: "GET", path: "/v1/store/orders", status: 501},
+		{rule: "listOrders without a key", method: "GET", path: "/v1/store/orders", header: noKey, status: 401, breaksDocument: true},
+
+		// getOpenAPIDocument
+		{rule: "the document, without a key", method: "GET", path: "/v1/openapi.json", header: noKey, status: 200},
+		{rule: "a stale copy gets the document", method: "GET", path: "/v1/openapi.json", header: map[string]string{"If-None-Match": `"0"`}, status: 200},
+		{rule: "a current copy gets 304", method: "GET", path: "/v1/openapi.json", header: map[string]string{"If-None-Match": etag, "Authorization": ""}, status: 304},
+
+		// health checks
+		{rule: "liveness, without a key", method: "GET", path: "/healthz", header: noKey, status: 200},
+		{rule: "liveness while the database fails", server: serverDBClosed, method: "GET", path: "/healthz", header: noKey, status: 200},
+		{rule: "readiness, without a key", method: "GET", path: "/readyz", header: noKey, status: 200},
+		{rule: "readiness when the database fails", server: serverDBClosed, method: "GET", path: "/readyz", header: noKey, status: 503},
+
+		// getMetrics
+		{rule: "the metrics, with the key", method: "GET", path: "/metrics", status: 200},
+		{rule: "the metrics without a key", method: "GET", path: "/metrics", header: noKey, status: 401, breaksDocument: true},
+		{rule: "the metrics with a wrong key", method: "GET", path: "/metrics", header: wrongKey, status: 401},
+
+		// requests outside every operation
+		{rule: "an unknown path", method: "GET", path: "/v1/cats", status: 404, breaksDocument: true},
+		{rule: "a trailing slash is not redirected", method: "GET", path: "/v1/pets/", status: 404, breaksDocument: true},
+		{rule: "a path outside /v1", method: "GET", path: "/pets", status: 404, breaksDocument: true},
+		{rule: "an unknown path without a key", method: "GET", path: "/v1/cats", header: noKey, status: 401, breaksDocument: true},
+		{rule: "a path outside /v1 without a key", method: "GET", path: "/pets", header: noKey, status: 401, breaksDocument: true},
+		{rule: "a method a health check does not take, without a key", method: "POST", path: "/healthz", header: noKey, status: 401, breaksDocument: true},
+		{rule: "a method a health check does not take", method: "POST", path: "/healthz", status: 405, breaksDocument: true},
+		{rule: "a method the collection does not take", method: "DELETE", path: "/v1/pets", status: 405, breaksDocument: true},
+		{rule: "a method a pet does not take", method: "PUT", path: "/v1/pets/1", body: `{"name":"Rex","categoryId":1}`, status: 405, breaksDocument: true},
+		{rule: "a method the document does not take", method: "POST", path: "/v1/openapi.json", status: 405, breaksDocument: true},
+	}
+}
+
+// transportHeaders are the response headers net/http itself manages. Every
+// other header the service sends must be documented on the response.
+var transportHeaders = []string{"Connection", "Content-Length", "Content-Type", "Date"}
+
+// loadContract loads the document the service serves and checks it is valid
+// OpenAPI 3.1.
+func loadContract(t *testing.T) *openapi3.T {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData([]byte(openapiDocument))
+	if err != nil {
+		t.Fatalf("load openapi.json: %v", err)
+	}
+	if !doc.IsOpenAPI31OrLater() || !strings.HasPrefix(doc.OpenAPI, "3.1.") {
+		t.Fatalf("openapi.json is OpenAPI %q, want 3.1.x", doc.OpenAPI)
+	}
+	// doc.Validate applies the 3.1 rules (JSON Schema 2020-12 keywords,
+	// type arrays, no 3.0-only forms) because the document says 3.1.
+	err = doc.Validate(t.Context(), openapi3.EnableMultiError(), openapi3.EnableSchemaFormatValidation(),
+		openapi3.EnableSchemaPatternValidation(), openapi3.EnableSchemaDefaultsValidation(), openapi3.EnableExamplesValidation())
+	if err != nil {
+		t.Fatalf("openapi.json is not a valid OpenAPI 3.1 document:\n%v", err)
+	}
+	return doc
+}
+
+// unroutedResponses reads the x-unrouted-responses extension: status to the
+// component response it names.
+func unroutedResponses(t *testing.T, doc *openapi3.T) map[int]*openapi3.ResponseRef {
+	t.Helper()
+	ext, ok := doc.Extensions[unroutedKey].(map[string]any)
+	if !ok {
+		t.Fatalf("openapi.json has no %s object", unroutedKey)
+	}
+	out := map[int]*openapi3.ResponseRef{}
+	for status, v := range ext {
+		ref, _ := v.(map[string]any)["$ref"].(string)
+		name, ok := strings.CutPrefix(ref, "#/components/responses/")
+		code, err := strconv.Atoi(status)
+		if !ok || err != nil || doc.Components.Responses[name] == nil {
+			t.Fatalf("%s: %s is not a status with a $ref to a component response: %v", unroutedKey, status, v)
+		}
+		out[code] = doc.Components.Responses[name]
+	}
+	return out
+}
+
+// answerKey names a documented answer: an operation (or "unrouted") and a status.
+type answerKey struct {
+	Operation string
+	Status    int
+}
+
+func (k answerKey) String() string { return fmt.Sprintf("%s %d", k.Operation, k.Status) }
+
+// documentedAnswers lists every (operation, status) the document describes.
+func documentedAnswers(t *testing.T, doc *openapi3.T) []answerKey {
+	t.Helper()
+	var keys []answerKey
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for status := range op.Responses.Map() {
+				code, err := strconv.Atoi(status)
+				if err != nil {
+					t.Fatalf("%s: response %q is not a status; the contract lists every status", op.OperationID, status)
+				}
+				keys = append(keys, answerKey{op.OperationID, code})
+			}
+		}
+	}
+	for status := range unroutedResponses(t, doc) {
+		keys = append(keys, answerKey{"unrouted", status})
+	}
+	return sortedKeys(keys)
+}
+
+// sortedKeys sorts keys by operation, then status.
+func sortedKeys(keys []answerKey) []answerKey {
+	slices.SortFunc(keys, func(a, b answerKey) int {
+		if c := strings.Compare(a.Operation, b.Operation); c != 0 {
+			return c
+		}
+		return a.Status - b.Status
+	})
+	return keys
+}
+
+// routeByPath returns a copy of doc whose servers keep only their path (/v1,
+// or / for the health checks): the hosts are placeholders a deployment fills
+// in, so the contract routes requests by path alone.
+func routeByPath(doc *openapi3.T) *openapi3.T {
+	pathOnly := func(servers openapi3.Servers) openapi3.Servers {
+		var out openapi3.Servers
+		for _, s := range servers {
+			_, rest, _ := strings.Cut(s.URL, "://")
+			_, path, _ := strings.Cut(rest, "/")
+			out = append(out, &openapi3.Server{URL: "/" + path})
+		}
+		return out
+	}
+	routed := *doc
+	routed.Servers = pathOnly(doc.Servers)
+	routed.Paths = openapi3.NewPaths()
+	for p, item := range doc.Paths.Map() {
+		copied := *item
+		copied.Servers = pathOnly(item.Servers)
+		routed.Paths.Set(p, &copied)
+	}
+	return &routed
+}
+
+// bearerForm is what the bearerAuth scheme of the document asks of a request:
+// an Authorization header with the bearer scheme (any case) and a token.
+// Whether the key is one the service accepts is no business of the document.
+var bearerForm = regexp.MustCompile(`^(?i:bearer) +\S+$`)
+
+// validationOptions returns the options of every request and response
+// validation.
+func validationOptions() *openapi3filter.Options {
+	return &openapi3filter.Options{
+		// A response status that the operation does not list is a failure.
+		IncludeResponseStatus: true,
+		// The request is validated, not rewritten: the service gets the request
+		// as the row sends it.
+		SkipSettingDefaults: true,
+		MultiError:          true,
+		AuthenticationFunc: func(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+			if in.SecuritySchemeName != "bearerAuth" {
+				return fmt.Errorf("unknown security scheme %q", in.SecuritySchemeName)
+			}
+			if !bearerForm.MatchString(in.RequestValidationInput.Request.Header.Get("Authorization")) {
+				return errors.New("no Authorization: Bearer <key> header")
+			}
+			return nil
+		},
+	}
+}
+
+func TestContract(t *testing.T) {
+	doc := loadContract(t)
+	router, err := gorillamux.NewRouter(routeByPath(doc))
+	if err != nil {
+		t.Fatalf("route openapi.json: %v", err)
+	}
+	unrouted := unroutedResponses(t, doc)
+	opts := validationOptions()
+
+	healthy := newTestServer(t)
+	for _, p := range []struct{ name, status string }{{"Rex", "available"}, {"Tom", "pending"}, {"Kit", "available"}} {
+		healthy.createPet(t, p.name, 1, p.status)
+	}
+	broken := newTestServer(t)
+	broken.Store.Close()
+	sunset := newTestServer(t, withClock(func() time.Time { return getPetSunset }))
+	sunset.createPet(t, "Rex", 1, "")
+	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL}
+
+	sum := sha256.Sum256([]byte(openapiDocument))
+	produced := map[answerKey]bool{}
+	for _, tt := range contractTable(`"` + hex.EncodeToString(sum[:]) + `"`) {
+		t.Run(tt.rule, func(t *testing.T) {
+			base, ok := servers[tt.server]
+			if !ok {
+				t.Fatalf("unknown server %q", tt.server)
+			}
+			vreq := newRequest(t, base, tt.method, tt.path, tt.body, tt.header)
+			route, pathParams, routeErr := router.FindRoute(vreq)
+			var reqIn *openapi3filter.RequestValidationInput
+			var opName string
+			switch {
+			case errors.Is(routeErr, routers.ErrPathNotFound) || errors.Is(routeErr, routers.ErrMethodNotAllowed):
+				// Outside every operation: the answer must be one of the
+				// unrouted responses, validated like an operation's.
+				opName = "unrouted"
+				op := openapi3.NewOperation()
+				op.Responses = openapi3.NewResponses()
+				for status, ref := range unrouted {
+					op.Responses.Set(strconv.Itoa(status), ref)
+				}
+				reqIn = &openapi3filter.RequestValidationInput{Request: vreq, Options: opts,
+					Route: &routers.Route{Spec: doc, Method: tt.method, Operation: op}}
+				if !tt.breaksDocument {
+					t.Errorf("no operation takes %s %s (%v), but the row says the request is in the document", tt.method, tt.path, routeErr)
+				}
+			case routeErr != nil:
+				t.Fatalf("route %s %s: %v", tt.method, tt.path, routeErr)
+			default:
+				opName = route.Operation.OperationID
+				reqIn = &openapi3filter.RequestValidationInput{Request: vreq, PathParams: pathParams, Route: route, Options: opts}
+				reqErr := openapi3filter.ValidateRequest(t.Context(), reqIn)
+				if tt.breaksDocument && reqErr == nil {
+					t.Errorf("the document accepts the request, but the row says it breaks the document")
+				}
+				if !tt.breaksDocument && reqErr != nil {
+					t.Errorf("the document refuses the request: %v", reqErr)
+				}
+			}
+
+			res, err := http.DefaultClient.Do(newRequest(t, base, tt.method, tt.path, tt.body, tt.header))
+			if err != nil {
+				t.Fatalf("%s %s: %v", tt.method, tt.path, err)
+			}
+			got := readResponse(t, res)
+			if got.Status != tt.status {
+				t.Fatalf("status %d, want %d; body %s", got.Status, tt.status, got.Body)
+			}
+			key := answerKey{opName, got.Status}
+			produced[key] = true
+
+			described := reqIn.Route.Operation.Responses.Status(got.Status)
+			if described == nil {
+				t.Fatalf("the document does not describe %v", key)
+			}
+			resIn := &openapi3filter.ResponseValidationInput{RequestValidationInput: reqIn,
+				Status: got.Status, Header: got.Header, Options: opts}
+			resIn.SetBodyBytes(got.Body)
+			if err := openapi3filter.ValidateResponse(t.Context(), resIn); err != nil {
+				t.Errorf("the response does not match the document's %v:\n%v\nheaders %v\nbody %s", key, err, got.Header, got.Body)
+			}
+			checkDescribedExactly(t, described.Value, got)
+		})
+	}
+
+	t.Run("every documented answer is produced by a row", func(t *testing.T) {
+		if diff := cmp.Diff(documentedAnswers(t, doc), sortedKeys(slices.Collect(maps.Keys(produced)))); diff != "" {
+			t.Errorf("documented answers (-) that no row produces, and produced ones (+) the document lacks:\n%s", diff)
+		}
+	})
+}
+
+// checkDescribedExactly checks what the validator lets through: a header the
+// service sends but the response does not document (ValidateResponse only
+// checks the documented ones), and a body on a response without content
+// (ValidateResponse skips 304 answers, for one).
+func checkDescribedExactly(t *testing.T, described *openapi3.Response, got response) {
+	t.Helper()
+	for name := range got.Header {
+		if slices.Contains(transportHeaders, name) && (name != "Content-Type" || len(described.Content) > 0) {
+			continue
+		}
+		documented := false
+		for d := range described.Headers {
+			documented = documented || http.CanonicalHeaderKey(d) == name
+		}
+		if !documented {
+			t.Errorf("header %s: %q is not documented on this response", name, got.Header.Values(name))
+		}
+	}
+	for name, h := range described.Headers {
+		v := got.Header.Values(name)
+		if h.Value.Required && len(v) != 1 {
+			t.Errorf("header %s is required once, got %q", name, v)
+		}
+		// Every header of the document is a string; checking its value here
+		// covers the answers ValidateResponse skips (304).
+		for _, s := range v {
+			if err := h.Value.Schema.Value.VisitJSON(s, openapi3.EnableJSONSchema2020()); err != nil {
+				t.Errorf("header %s: %q does not match its schema: %v", name, s, err)
+			}
+		}
+	}
+	if len(described.Content) == 0 && len(got.Body) > 0 {
+		t.Errorf("the document describes no body, got %q", got.Body)
+	}
+}
