@@ -149,7 +149,7 @@ func (ix *idempotency) createPet(ctx context.Context, key string, np newPet) (an
 	fp := fingerprint(np)
 
 	// A finished key replays from a reader, without queueing for the writer.
-	if rec, found, err := lookupIdempotencyKey(ctx, ix.st.reader, scope, ix.cutoff()); err != nil || found {
+	if rec, found, err := ix.st.lookupIdempotencyKey(ctx, ix.st.reader, scope, ix.cutoff()); err != nil || found {
 		return rec.replay(fp, err)
 	}
 	if !ix.claim(scope) {
@@ -157,14 +157,15 @@ func (ix *idempotency) createPet(ctx context.Context, key string, np newPet) (an
 	}
 	defer ix.release(scope)
 
-	var rec idempotencyRecord
+	var (
+		rec   idempotencyRecord
+		found bool
+	)
 	err = ix.st.write(ctx, func(tx *sql.Tx) error {
 		// Looked up again inside the transaction: the key may have been
 		// finished between the read above and the claim.
-		found, err := false, error(nil)
-		rec, found, err = lookupIdempotencyKey(ctx, tx, scope, ix.cutoff())
-		if err != nil || found {
-			replayed = found
+		var err error
+		if rec, found, err = ix.st.lookupIdempotencyKey(ctx, tx, scope, ix.cutoff()); err != nil || found {
 			return err
 		}
 		pet, err := ix.st.insertPetTx(ctx, tx, np)
@@ -176,7 +177,7 @@ func (ix *idempotency) createPet(ctx context.Context, key string, np newPet) (an
 		}
 		return ix.st.insertIdempotencyKeyTx(ctx, tx, scope, fp, pet.ID, ans, ix.now())
 	})
-	if err != nil || replayed {
+	if err != nil || found {
 		return rec.replay(fp, err)
 	}
 	return ans, false, nil
@@ -237,7 +238,7 @@ type queryRower interface {
 
 // lookupIdempotencyKey returns the stored answer for scope, unless it was
 // created at or before cutoff.
-func lookupIdempotencyKey(ctx context.Context, q queryRower, scope idempotencyScope, cutoff time.Time) (idempotencyRecord, bool, error) {
+func (s *store) lookupIdempotencyKey(ctx context.Context, q queryRower, scope idempotencyScope, cutoff time.Time) (idempotencyRecord, bool, error) {
 	var rec idempotencyRecord
 	var fp []byte
 	err := q.QueryRowContext(ctx,
@@ -247,7 +248,7 @@ func lookupIdempotencyKey(ctx context.Context, q queryRower, scope idempotencySc
 		return rec, false, nil
 	}
 	if err != nil {
-		return rec, false, fmt.Errorf("look up idempotency key: %w", err)
+		return rec, false, s.failed("look up idempotency key", err)
 	}
 	copy(rec.fingerprint[:], fp)
 	return rec, true, nil
