@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -40,10 +41,10 @@ type keySet struct {
 	entries []keyEntry
 }
 
-// match returns the label of the entry whose key is token. It compares token
-// with every entry whatever the answer, so the time taken says neither which
-// key matched nor how many there are before it.
-func (ks *keySet) match(token string) (label string, ok bool) {
+// match returns the entry whose key is token. It compares token with every
+// entry whatever the answer, so the time taken says neither which key
+// matched nor how many there are before it.
+func (ks *keySet) match(token string) (entry keyEntry, ok bool) {
 	d := sha256.Sum256([]byte(token))
 	found := -1
 	for i := range ks.entries {
@@ -52,9 +53,23 @@ func (ks *keySet) match(token string) (label string, ok bool) {
 		}
 	}
 	if found < 0 {
-		return "", false
+		return keyEntry{}, false
 	}
-	return ks.entries[found].label, true
+	return ks.entries[found], true
+}
+
+// keyIdentityKey is the context key under which requireKey stores the
+// identity of the API key that authenticated a request.
+type keyIdentityKey struct{}
+
+// keyIdentity returns the SHA-256 digest of the API key that authenticated
+// the request whose context is ctx; ok is false outside requireKey. Per-key
+// state (idempotency keys, rate limits) is scoped by this digest, so the key
+// itself never needs to be kept past the check, and a key keeps its state
+// whatever label it is given.
+func keyIdentity(ctx context.Context) (digest [sha256.Size]byte, ok bool) {
+	digest, ok = ctx.Value(keyIdentityKey{}).([sha256.Size]byte)
+	return digest, ok
 }
 
 // keyring is the service's current key set: the keys of PETSTORE_API_KEYS
@@ -211,11 +226,11 @@ func requireKey(kr keyring, log *slog.Logger, next http.Handler) http.Handler {
 		header := r.Header.Get("Authorization")
 		token, isBearer := bearerToken(header)
 		if isBearer && token != "" {
-			if label, ok := kr.keys().match(token); ok {
+			if entry, ok := kr.keys().match(token); ok {
 				if info := requestInfoFrom(r.Context()); info != nil {
-					info.caller = label
+					info.caller = entry.label
 				}
-				next.ServeHTTP(w, r)
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, entry.digest)))
 				return
 			}
 		}

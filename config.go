@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -38,9 +39,17 @@ type config struct {
 	idleTimeout       time.Duration
 	shutdownTimeout   time.Duration
 	maxHeaderBytes    int
+	limits            limits
 
 	keys keyring  // loaded from apiKeys and apiKeysFile
 	seed []newPet // parsed from seedFile
+}
+
+// limits are the policies newServer applies to requests.
+type limits struct {
+	idempotencyTTL time.Duration // how long an Idempotency-Key is remembered
+	rateLimit      float64       // requests per second per API key; 0 means no limit
+	rateBurst      int           // requests a key may send at once before the rate applies
 }
 
 // envPrefix starts the name of every variable; the rest is the flag's name
@@ -73,6 +82,9 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 120*time.Second, "time a keep-alive connection may wait for its next request")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "time in-flight requests get to finish after SIGTERM")
 	fs.IntVar(&cfg.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted, in bytes")
+	fs.DurationVar(&cfg.limits.idempotencyTTL, "idempotency-ttl", defaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
+	fs.Float64Var(&cfg.limits.rateLimit, "rate-limit", 0, "requests per second allowed per API key; 0 turns the limit off")
+	fs.IntVar(&cfg.limits.rateBurst, "rate-burst", 0, "requests a key may send at once before -rate-limit applies; 0 means the rate rounded up")
 	fs.Usage = func() { usage(fs) }
 	return fs
 }
@@ -161,6 +173,12 @@ func (cfg *config) check() error {
 	if cfg.maxHeaderBytes < 1024 {
 		return &configError{settingName("max-header-bytes"), fmt.Sprintf("%d is too small; at least 1024 bytes", cfg.maxHeaderBytes)}
 	}
+	if cfg.limits.idempotencyTTL <= 0 {
+		return &configError{settingName("idempotency-ttl"), fmt.Sprintf("%v is not positive; keys must be kept for some time, such as 24h", cfg.limits.idempotencyTTL)}
+	}
+	if err := cfg.limits.checkRate(); err != nil {
+		return err
+	}
 	keys, err := loadKeyring(cfg.apiKeys, cfg.apiKeysFile)
 	if err != nil {
 		return err
@@ -170,6 +188,26 @@ func (cfg *config) check() error {
 		if cfg.seed, err = readSeed(cfg.seedFile); err != nil {
 			return &configError{settingName("seed"), err.Error()}
 		}
+	}
+	return nil
+}
+
+// checkRate checks -rate-limit and -rate-burst and fills in the default
+// burst. A burst without a rate is refused rather than ignored: the operator
+// meant to limit something.
+func (l *limits) checkRate() error {
+	r, b := l.rateLimit, l.rateBurst
+	switch {
+	case r < 0 || math.IsInf(r, 0) || math.IsNaN(r):
+		return &configError{settingName("rate-limit"), fmt.Sprintf("%v is not a number of requests per second (0 or more; 0 turns the limit off)", r)}
+	case b < 0:
+		return &configError{settingName("rate-burst"), fmt.Sprintf("%d is negative; a burst is 1 or more requests (0 for the default)", b)}
+	case r == 0 && b > 0:
+		return &configError{settingName("rate-burst"), "has no effect without -rate-limit; set both, or neither"}
+	case r > 0 && b == 0:
+		// A burst below 1 would refuse every request; the rate rounded up
+		// lets a client spend one second's worth at once.
+		l.rateBurst = max(1, int(math.Ceil(min(r, math.MaxInt32))))
 	}
 	return nil
 }

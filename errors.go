@@ -18,6 +18,7 @@ const (
 	codeInvalidBody          = "invalid_body"
 	codeInvalidField         = "invalid_field"
 	codeInvalidParameter     = "invalid_parameter"
+	codeInvalidHeader        = "invalid_header"
 	codeNotFound             = "not_found"
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeGone                 = "gone"
@@ -26,13 +27,16 @@ const (
 	codeInternal             = "internal"
 	codeNotImplemented       = "not_implemented"
 	codeUnavailable          = "unavailable"
+	codeIdempotencyConflict  = "idempotency_key_conflict"
+	codeIdempotencyMismatch  = "idempotency_key_mismatch"
+	codeRateLimited          = "rate_limited"
 )
 
 // statusOf maps each error code to its HTTP status: the one table that says
 // which status a code travels with.
 func statusOf(code string) int {
 	switch code {
-	case codeInvalidBody, codeInvalidField, codeInvalidParameter:
+	case codeInvalidBody, codeInvalidField, codeInvalidParameter, codeInvalidHeader:
 		return http.StatusBadRequest
 	case codeUnauthorized:
 		return http.StatusUnauthorized
@@ -50,6 +54,12 @@ func statusOf(code string) int {
 		return http.StatusNotImplemented
 	case codeUnavailable:
 		return http.StatusServiceUnavailable
+	case codeIdempotencyConflict:
+		return http.StatusConflict
+	case codeIdempotencyMismatch:
+		return http.StatusUnprocessableEntity
+	case codeRateLimited:
+		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError
 	}
@@ -86,16 +96,25 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 // encoded before anything is sent, so an encoding failure can still become a
 // clean 500.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// The API is not HTML: "<API key>" reads better than "\u003cAPI key\u003e",
-	// and nosniff keeps browsers from treating the body as a page.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	body, err := encodeJSON(v)
+	if err != nil {
 		writeBody(w, http.StatusInternalServerError, []byte(`{"code":"internal","message":"the server failed to encode its answer","status":500}`+"\n"))
 		return
 	}
-	writeBody(w, status, buf.Bytes())
+	writeBody(w, status, body)
+}
+
+// encodeJSON encodes v as every response body of the API is encoded.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// The API is not HTML: "<API key>" reads better than "\u003cAPI key\u003e",
+	// and nosniff (in writeBody) keeps browsers from treating the body as a page.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // writeBody sends an already encoded JSON body.

@@ -9,6 +9,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.1
+	golang.org/x/time v0.16.0
 	modernc.org/sqlite v1.61.1
 )
 

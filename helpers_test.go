@@ -25,17 +25,19 @@ const (
 // testServer is the real handler over a real SQLite file in t.TempDir(),
 // served by httptest on 127.0.0.1.
 type testServer struct {
-	URL    string
-	DBPath string
-	Store  *store
-	Log    *syncBuffer // everything the service logged
+	URL     string
+	DBPath  string
+	Store   *store
+	Handler http.Handler // what the server serves, for tests that call it directly
+	Log     *syncBuffer  // everything the service logged
 }
 
 // serverOption changes how newTestServer builds the server.
 type serverOption func(*serverConfig)
 
 type serverConfig struct {
-	now func() time.Time
+	now    func() time.Time
+	limits limits
 }
 
 // withClock makes the server read the time from now.
@@ -43,10 +45,15 @@ func withClock(now func() time.Time) serverOption {
 	return func(c *serverConfig) { c.now = now }
 }
 
+// withLimits replaces the default limits (no rate limit, keys kept 24 h).
+func withLimits(l limits) serverOption {
+	return func(c *serverConfig) { c.limits = l }
+}
+
 // newTestServer starts the service on a fresh database.
-func newTestServer(t *testing.T, opts ...serverOption) *testServer {
+func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	t.Helper()
-	cfg := serverConfig{now: time.Now}
+	cfg := serverConfig{now: time.Now, limits: limits{idempotencyTTL: defaultIdempotencyTTL}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -57,9 +64,10 @@ func newTestServer(t *testing.T, opts ...serverOption) *testServer {
 	}
 	t.Cleanup(func() { st.Close() })
 	logBuf := &syncBuffer{}
-	srv := httptest.NewServer(newServer(slogTo(logBuf), staticKeyring(testKey, otherTestKey), st, newMetrics(st), cfg.now))
+	h := newServer(slogTo(logBuf), staticKeyring(testKey, otherTestKey), st, newMetrics(st), cfg.now, cfg.limits)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &testServer{URL: srv.URL, DBPath: dbPath, Store: st, Log: logBuf}
+	return &testServer{URL: srv.URL, DBPath: dbPath, Store: st, Handler: h, Log: logBuf}
 }
 
 // response is what a test keeps of an HTTP answer.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -97,8 +98,19 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &configError{settingName("addr"), err.Error()}
 	}
+
+	// The pruning stops, and is waited for, before the deferred st.Close.
+	pruneCtx, stopPruning := context.WithCancel(ctx)
+	var pruning sync.WaitGroup
+	defer pruning.Wait()
+	defer stopPruning()
+	pruning.Go(func() {
+		interval := min(time.Hour, max(time.Second, cfg.limits.idempotencyTTL/2))
+		pruneIdempotencyKeysEvery(pruneCtx, log, st, cfg.limits.idempotencyTTL, interval, time.Now)
+	})
+
 	srv := &http.Server{
-		Handler:           newServer(log, keys, st, newMetrics(st), time.Now),
+		Handler:           newServer(log, keys, st, newMetrics(st), time.Now, cfg.limits),
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		ReadTimeout:       cfg.readTimeout,
 		WriteTimeout:      cfg.writeTimeout,
@@ -190,21 +202,25 @@ func listenURL(addr net.Addr) string {
 // newServer builds the whole HTTP handler: the routes, then JSON answers for
 // what the router itself refuses, panic recovery around that, and the request
 // id, access log and metrics around everything.
-func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func() time.Time) http.Handler {
+func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func() time.Time, lim limits) http.Handler {
 	mux := http.NewServeMux()
-	auth := func(h http.Handler) http.Handler { return requireKey(keys, log, h) }
-	addRoutes(mux, log, auth, st, m, now)
+	limiter := newRateLimiter(lim.rateLimit, lim.rateBurst, now)
+	// The rate limit runs after the key check: it is per key, and a caller
+	// without a valid key has no budget to spend.
+	auth := func(h http.Handler) http.Handler { return requireKey(keys, log, limitRate(limiter, log, h)) }
+	addRoutes(mux, log, auth, st, m, newIdempotency(st, lim.idempotencyTTL, now), now)
 	return observe(log, m, recoverPanics(log, routeErrors(log, mux, auth)))
 }
 
 // addRoutes lists every route of the service. The health checks and the API
-// document are the only routes without auth: probes and generators carry no key.
-func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) http.Handler, st *store, m *metrics, now func() time.Time) {
+// document are the only routes without auth (and so without a rate limit):
+// probes and generators carry no key.
+func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) http.Handler, st *store, m *metrics, idem *idempotency, now func() time.Time) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(log, st))
 	mux.Handle("GET /metrics", auth(m.handler()))
 	mux.Handle("GET /v1/pets", auth(handleListPets(log, st)))
-	mux.Handle("POST /v1/pets", auth(handleCreatePet(log, st)))
+	mux.Handle("POST /v1/pets", auth(handleCreatePet(log, idem)))
 	mux.Handle("GET /v1/pets/{petId}", deprecated(m, auth(handleGetPet(log, st, now))))
 	mux.Handle("GET /v1/store/orders", auth(handleListOrders(log)))
 	mux.Handle("GET /v1/openapi.json", handleOpenAPIDocument(openapiDocument))

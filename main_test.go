@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -149,17 +150,45 @@ func TestRunWithoutKeysGeneratesOne(t *testing.T) {
 	}
 }
 
-// buildBinary compiles the service once per test that needs the real
-// process (for signals).
+// testBinary is the service built once for the whole test binary: several
+// tests run the real process, and one build is most of their cost. It is the
+// test package's one piece of shared state; TestMain removes the build.
+var testBinary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// TestMain runs the tests, then removes the binary buildBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if testBinary.dir != "" {
+		os.RemoveAll(testBinary.dir)
+	}
+	os.Exit(code)
+}
+
+// buildBinary returns the path of the service compiled with CGO off, as it
+// ships, building it on first use.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "petstore")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	testBinary.once.Do(func() {
+		testBinary.dir, testBinary.err = os.MkdirTemp("", "petstore-test-")
+		if testBinary.err != nil {
+			return
+		}
+		testBinary.path = filepath.Join(testBinary.dir, "petstore")
+		cmd := exec.Command("go", "build", "-o", testBinary.path, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			testBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if testBinary.err != nil {
+		t.Fatal(testBinary.err)
 	}
-	return bin
+	return testBinary.path
 }
 
 // startBinary starts the built service and returns its URL once it printed it.

@@ -151,9 +151,15 @@ func nextLink(q listQuery, last int64) string {
 	return b.String()
 }
 
-// handleCreatePet serves createPet: POST /v1/pets with a NewPet body.
-func handleCreatePet(log *slog.Logger, st *store) http.Handler {
+// handleCreatePet serves createPet: POST /v1/pets with a NewPet body, and an
+// optional Idempotency-Key header (see idempotency.go).
+func handleCreatePet(log *slog.Logger, idem *idempotency) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := idempotencyKeyOf(r.Header)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
 		body, err := readJSONBody(w, r)
 		if err != nil {
 			writeError(w, r, log, err)
@@ -164,13 +170,16 @@ func handleCreatePet(log *slog.Logger, st *store) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		pet, err := st.createPet(r.Context(), np)
+		ans, replayed, err := idem.createPet(r.Context(), key, np)
+		if errors.Is(err, errUnwritable) {
+			log.WarnContext(r.Context(), "create refused: the database cannot be written", "err", err)
+			err = errorf(codeUnavailable, "the pet was not stored: the database cannot be written right now (disk full or read-only storage); reads still work; retry later")
+		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		w.Header().Set("Location", "/v1/pets/"+strconv.FormatInt(pet.ID, 10))
-		writeJSON(w, http.StatusCreated, pet)
+		ans.write(w, replayed)
 	})
 }
 

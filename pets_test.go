@@ -130,6 +130,14 @@ func TestCreatePetRejectsInvalidBodies(t *testing.T) {
 		{"garbage after the object", `{"name":"Rex","categoryId":1} x`, codeInvalidBody, []string{"one JSON object"}},
 		{"invalid UTF-8", "{\"name\":\"Re\xffx\",\"categoryId\":1}", codeInvalidBody, []string{"UTF-8"}},
 		{"deeply nested JSON", `{"name":"Rex","categoryId":1,"x":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}`, codeInvalidBody, []string{"not valid JSON"}},
+		{"deeply nested JSON as the name", `{"name":` + strings.Repeat(`{"a":`, 100000) + `1` + strings.Repeat("}", 100000) + `,"categoryId":1}`, codeInvalidBody, []string{"not valid JSON"}},
+		{"deeply nested JSON at the top, never closed", strings.Repeat("[", 500000), codeInvalidBody, []string{"JSON object"}},
+		{"invalid UTF-8 in name, a lone continuation byte", "{\"name\":\"\x80\",\"categoryId\":1}", codeInvalidBody, []string{"UTF-8"}},
+		{"invalid UTF-8 in name, an overlong encoding of '/'", "{\"name\":\"\xc0\xaf\",\"categoryId\":1}", codeInvalidBody, []string{"UTF-8"}},
+		{"invalid UTF-8 in name, an encoded surrogate", "{\"name\":\"\xed\xa0\x80\",\"categoryId\":1}", codeInvalidBody, []string{"UTF-8"}},
+		{"a raw NUL byte inside the name", "{\"name\":\"Re\x00x\",\"categoryId\":1}", codeInvalidBody, []string{"not valid JSON"}},
+		{"a raw NUL byte between fields", "{\"name\":\"Rex\",\x00\"categoryId\":1}", codeInvalidBody, []string{"not valid JSON"}},
+		{"a NUL byte after the object", "{\"name\":\"Rex\",\"categoryId\":1}\x00", codeInvalidBody, []string{"one JSON object"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -290,6 +298,10 @@ func TestListPetsRejectsInvalidParameters(t *testing.T) {
 		{"empty after", "after=", []string{"after"}},
 		{"unknown parameter", "page=2", []string{`"page"`, "limit, status and after"}},
 		{"misspelt parameter", "limt=5", []string{`"limt"`}},
+		{"a NUL byte in status", "status=sold%00", []string{"status"}},
+		{"a NUL byte in limit", "limit=5%00", []string{"limit"}},
+		{"invalid UTF-8 in status", "status=%ff%fe", []string{"status"}},
+		{"invalid UTF-8 in a parameter name", "%ff=1", []string{"unknown parameter"}},
 		{"malformed escaping", "limit=%zz", []string{"URL encoding"}},
 		{"semicolon separator", "limit=5;status=sold", []string{"URL encoding"}},
 	}
@@ -390,6 +402,8 @@ func TestGetPet(t *testing.T) {
 		{"a fractional id", "1.5"},
 		{"an id beyond int64", "9223372036854775808"},
 		{"an id with a plus sign", "%2B1"},
+		{"an id with a NUL byte", "1%00"},
+		{"an id that is invalid UTF-8", "%ff"},
 	}
 	for _, tt := range notFound {
 		t.Run(tt.rule+" is 404", func(t *testing.T) {

@@ -18,3 +18,29 @@ CREATE TABLE IF NOT EXISTS pets (
 -- pets_status_id serves the filtered keyset query
 -- (WHERE status = ? AND id > ? ORDER BY id LIMIT ?) as one index range scan.
 CREATE INDEX IF NOT EXISTS pets_status_id ON pets (status, id);
+
+-- idempotency_keys remembers the answer to each createPet sent with an
+-- Idempotency-Key, so that a retry replays it instead of adding a second
+-- pet. A row is written in the same transaction as the pet it answers, so
+-- after a crash either both exist or neither does: a replay can never name a
+-- pet that is not in the catalogue, nor miss one that is.
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    -- The SHA-256 digest of the API key that sent the request: keys are
+    -- scoped per API key, and the key itself is never stored.
+    api_key_sha256  BLOB    NOT NULL CHECK (length(api_key_sha256) = 32),
+    idempotency_key TEXT    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+    -- The SHA-256 of the validated request (name, categoryId, status): a
+    -- repeat with another request under the same key is refused.
+    fingerprint     BLOB    NOT NULL CHECK (length(fingerprint) = 32),
+    pet_id          INTEGER NOT NULL REFERENCES pets (id),
+    -- The answer, exactly as first sent.
+    status          INTEGER NOT NULL,
+    location        TEXT    NOT NULL,
+    body            BLOB    NOT NULL,
+    -- Unix milliseconds; rows older than the retention are ignored, then pruned.
+    created_at      INTEGER NOT NULL,
+    PRIMARY KEY (api_key_sha256, idempotency_key)
+) STRICT, WITHOUT ROWID;
+
+-- idempotency_keys_created_at serves the pruning of expired keys.
+CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at);

@@ -9,7 +9,8 @@ import (
 	"runtime"
 	"sync/atomic"
 
-	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver; the binary stays CGO-free
+	"modernc.org/sqlite" // registers the pure-Go "sqlite" driver; the binary stays CGO-free
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // schema creates the tables on open; every statement in it is idempotent.
@@ -20,6 +21,12 @@ var schema string
 // errPetNotFound is what the store returns when no pet has the requested id;
 // handlers turn it into a 404.
 var errPetNotFound = errors.New("pet not found")
+
+// errUnwritable marks a write that failed because the database cannot be
+// written at the moment (disk full, file or file system read-only, I/O
+// error), as opposed to a bug. Handlers answer it with 503: the request was
+// fine and may succeed later, and nothing of it was stored.
+var errUnwritable = errors.New("the database cannot be written")
 
 // memoryDB is the -db value that asks for an ephemeral in-memory database.
 const memoryDB = ":memory:"
@@ -222,11 +229,59 @@ func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
 // createPet stores p and returns it with its new id. It returns only once the
 // row is committed, and with synchronous=FULL, on disk.
 func (s *store) createPet(ctx context.Context, p newPet) (Pet, error) {
+	var pet Pet
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		pet, err = s.insertPetTx(ctx, tx, p)
+		return err
+	})
+	return pet, err
+}
+
+// insertPetTx inserts p inside tx, which the caller commits. It is the unit
+// of work of a create, so that other writes (an idempotency record) can
+// commit atomically with it, and so that several creates can share one
+// transaction.
+func (s *store) insertPetTx(ctx context.Context, tx *sql.Tx, p newPet) (Pet, error) {
 	var id int64
-	if err := s.insertPet.QueryRowContext(ctx, p.Name, p.CategoryID, p.Status).Scan(&id); err != nil {
-		return Pet{}, s.failed("insert pet", err)
+	if err := tx.StmtContext(ctx, s.insertPet).QueryRowContext(ctx, p.Name, p.CategoryID, p.Status).Scan(&id); err != nil {
+		return Pet{}, s.failedWrite("insert pet", err)
 	}
 	return Pet{ID: id, Name: p.Name, CategoryID: p.CategoryID, Status: p.Status}, nil
+}
+
+// write runs fn in one write transaction on the writer connection and
+// commits it when fn succeeds; nothing of fn is kept when it fails.
+func (s *store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return s.failedWrite("begin write", err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return s.failedWrite("commit", err)
+	}
+	return nil
+}
+
+// failedWrite is failed for a write: it also marks err with errUnwritable
+// when SQLite says the database cannot be written now: SQLITE_FULL (disk
+// full, or the page limit reached), SQLITE_READONLY (read-only file or file
+// system), SQLITE_IOERR and SQLITE_CANTOPEN (the disk refuses the write or
+// the journal). Each of these can go away without a restart, and the next
+// write simply tries again.
+func (s *store) failedWrite(what string, err error) error {
+	err = s.failed(what, err)
+	if se, ok := errors.AsType[*sqlite.Error](err); ok {
+		switch se.Code() & 0xff { // the primary result code, without the extended bits
+		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
+			return fmt.Errorf("%w: %w", errUnwritable, err)
+		}
+	}
+	return err
 }
 
 // getPet returns the pet with the given id, or errPetNotFound.

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// createAttempt is one create a load worker sent, and what came of it.
+type createAttempt struct {
+	Name   string
+	Body   string
+	Key    string // the Idempotency-Key sent, "" for none
+	Answer *response
+}
+
+// createLoad sends creates from several workers until stop is closed, then
+// lets each worker finish its request. Every name is unique, so a pet in the
+// database names the attempt that made it. A transport error before stop is
+// closed is a failure of the test; after it, the process is expected to be
+// gone and the worker ends.
+func createLoad(t *testing.T, url, prefix string, workers int, stop <-chan struct{}, stopped *atomic.Bool) []createAttempt {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}, Timeout: 20 * time.Second}
+	defer client.CloseIdleConnections()
+	perWorker := make([][]createAttempt, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := createAttempt{Name: fmt.Sprintf("%s-w%d-%d", prefix, w, i)}
+				a.Body = fmt.Sprintf(`{"name":%q,"categoryId":%d,"status":%q}`, a.Name, i+1, []string{"available", "pending", "sold"}[i%3])
+				if i%2 == 0 {
+					a.Key = "key-" + a.Name
+				}
+				res, err := postCreate(client, url, a.Body, a.Key)
+				if err != nil {
+					if !stopped.Load() {
+						t.Errorf("create %s failed before the process was stopped: %v", a.Name, err)
+					}
+					perWorker[w] = append(perWorker[w], a)
+					return
+				}
+				a.Answer = &res
+				perWorker[w] = append(perWorker[w], a)
+			}
+		})
+	}
+	wg.Wait()
+	var all []createAttempt
+	for _, as := range perWorker {
+		all = append(all, as...)
+	}
+	return all
+}
+
+// postCreate sends one createPet with the test key and, when key is not
+// empty, an Idempotency-Key.
+func postCreate(client *http.Client, url, body, key string) (response, error) {
+	req, err := http.NewRequest("POST", url+"/v1/pets", strings.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set(idempotencyHeader, key)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{Status: res.StatusCode, Header: res.Header, Body: b}, nil
+}
+
+// listAllPets pages through GET /v1/pets and returns every pet.
+func listAllPets(t *testing.T, url string) []Pet {
+	t.Helper()
+	var all []Pet
+	after := int64(0)
+	for {
+		res := doRequest(t, url, "GET", fmt.Sprintf("/v1/pets?limit=100&after=%d", after), "", nil)
+		if res.Status != http.StatusOK {
+			t.Fatalf("list: status %d, body %s", res.Status, res.Body)
+		}
+		page := decode[[]Pet](t, res)
+		all = append(all, page...)
+		if res.Header.Get("Link") == "" {
+			return all
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// integrityCheck runs PRAGMA integrity_check on the file at path, as a
+// separate process would after the service died.
+func integrityCheck(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var result string
+	if err := db.QueryRowContext(t.Context(), "PRAGMA integrity_check").Scan(&result); err != nil {
+		t.Fatalf("integrity_check: %v", err)
+	}
+	return result
+}
+
+// acknowledged returns the pets whose create got a 201, by name.
+func acknowledged(t *testing.T, attempts []createAttempt) map[string]Pet {
+	t.Helper()
+	acked := map[string]Pet{}
+	for _, a := range attempts {
+		if a.Answer == nil {
+			continue
+		}
+		if a.Answer.Status != http.StatusCreated {
+			t.Errorf("create %s: status %d, body %s", a.Name, a.Answer.Status, a.Answer.Body)
+			continue
+		}
+		var p Pet
+		if err := json.Unmarshal(a.Answer.Body, &p); err != nil {
+			t.Fatalf("create %s: %v", a.Name, err)
+		}
+		acked[a.Name] = p
+	}
+	return acked
+}
+
+func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	bin := buildBinary(t)
+	dbPath := filepath.Join(t.TempDir(), "pets.db")
+	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + dbPath, "PETSTORE_API_KEYS=" + testKey}
+	const rounds, workers = 3, 8
+
+	acked := map[string]Pet{}
+	var keyed []createAttempt // every create sent with an Idempotency-Key, answered or not
+	var before []Pet          // the catalogue before the current round
+	for round := range rounds {
+		cmd, url := startBinary(t, bin, env...)
+		stop := make(chan struct{})
+		var stopped atomic.Bool
+		go func() {
+			// A random moment, long enough for a few hundred creates.
+			time.Sleep(time.Duration(150+rand.IntN(450)) * time.Millisecond)
+			stopped.Store(true)
+			cmd.Process.Signal(syscall.SIGKILL) // only the process this test started, by its PID
+			close(stop)
+		}()
+		attempts := createLoad(t, url, fmt.Sprintf("kill%d", round), workers, stop, &stopped)
+		cmd.Wait()
+		for name, p := range acknowledged(t, attempts) {
+			acked[name] = p
+		}
+		for _, a := range attempts {
+			if a.Key != "" {
+				keyed = append(keyed, a)
+			}
+		}
+		if got := integrityCheck(t, dbPath); got != "ok" {
+			t.Fatalf("round %d: PRAGMA integrity_check after SIGKILL = %q, want ok", round, got)
+		}
+
+		_, url = startBinary(t, bin, env...)
+		now := listAllPets(t, url)
+		checkAfterCrash(t, round, acked, before, now)
+		before = now
+		t.Logf("round %d: %d creates sent, %d acknowledged in total, %d pets stored", round, len(attempts), len(acked), len(now))
+	}
+
+	// Every create sent with a key, answered or cut off by the kill, is
+	// retried with its key: an acknowledged one replays its exact answer, one
+	// the kill interrupted is either replayed (it was committed) or
+	// processed now; either way each ends up as exactly one pet.
+	_, url := startBinary(t, bin, env...)
+	client := &http.Client{Timeout: 20 * time.Second}
+	defer client.CloseIdleConnections()
+	replayed := map[string]Pet{}
+	for _, a := range keyed {
+		res, err := postCreate(client, url, a.Body, a.Key)
+		if err != nil || res.Status != http.StatusCreated {
+			t.Fatalf("retry of %s: %v, status %d, body %s", a.Name, err, res.Status, res.Body)
+		}
+		if a.Answer != nil {
+			if diff := cmp.Diff(createdOf(*a.Answer), createdOf(res)); diff != "" {
+				t.Errorf("retry of acknowledged %s after crashes mismatch (-want +got):\n%s", a.Name, diff)
+			}
+		}
+		replayed[a.Name] = decode[Pet](t, res)
+	}
+	byName := map[string][]Pet{}
+	for _, p := range listAllPets(t, url) {
+		byName[p.Name] = append(byName[p.Name], p)
+	}
+	for name, p := range replayed {
+		if diff := cmp.Diff([]Pet{p}, byName[name]); diff != "" {
+			t.Errorf("pets named %s after retrying its key mismatch (-want +got):\n%s", name, diff)
+		}
+	}
+	t.Logf("%d acknowledged pets checked, %d keyed creates retried", len(acked), len(keyed))
+}
+
+// checkAfterCrash checks the catalogue now, read after a restart, against
+// every acknowledged pet and the catalogue before the round: every
+// acknowledged pet is present and intact, no pet lost, and the ids given
+// out in the round are new (above every earlier id, none twice).
+func checkAfterCrash(t *testing.T, round int, acked map[string]Pet, before, now []Pet) {
+	t.Helper()
+	byName := map[string]Pet{}
+	seen := map[int64]bool{}
+	for _, p := range now {
+		if seen[p.ID] {
+			t.Errorf("round %d: id %d listed twice", round, p.ID)
+		}
+		seen[p.ID] = true
+		byName[p.Name] = p
+	}
+	lost := 0
+	for name, want := range acked {
+		got, ok := byName[name]
+		if !ok {
+			lost++
+			continue
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("round %d: acknowledged pet %s mismatch (-want +got):\n%s", round, name, diff)
+		}
+	}
+	if lost > 0 {
+		t.Errorf("round %d: %d acknowledged pets lost", round, lost)
+	}
+	if len(before) > 0 {
+		if diff := cmp.Diff(before, now[:min(len(before), len(now))]); diff != "" {
+			t.Errorf("round %d: the pets from before the round changed (-want +got):\n%s", round, diff)
+		}
+		for _, p := range now[len(before):] {
+			if p.ID <= before[len(before)-1].ID {
+				t.Errorf("round %d: new pet %s got id %d, not above the earlier ids", round, p.Name, p.ID)
+			}
+		}
+	}
+}
+
+func TestSIGTERMAnswersEveryInFlightCreate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	bin := buildBinary(t)
+	dbPath := filepath.Join(t.TempDir(), "pets.db")
+	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + dbPath, "PETSTORE_API_KEYS=" + testKey}
+	cmd, url := startBinary(t, bin, env...)
+
+	stop := make(chan struct{})
+	var stopped atomic.Bool
+	go func() {
+		time.Sleep(time.Duration(150+rand.IntN(350)) * time.Millisecond)
+		stopped.Store(true)
+		cmd.Process.Signal(syscall.SIGTERM) // only the process this test started, by its PID
+		// The workers stop on their first refused connection.
+		close(stop)
+	}()
+	attempts := createLoad(t, url, "term", 8, stop, &stopped)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGTERM the process exited with %v, want exit code 0", err)
+	}
+	acked := acknowledged(t, attempts)
+	if got := integrityCheck(t, dbPath); got != "ok" {
+		t.Fatalf("PRAGMA integrity_check after SIGTERM = %q, want ok", got)
+	}
+
+	// The catalogue is exactly the acknowledged pets: none lost, and none
+	// stored whose answer never reached its client.
+	_, url = startBinary(t, bin, env...)
+	got := map[string]Pet{}
+	for _, p := range listAllPets(t, url) {
+		got[p.Name] = p
+	}
+	if diff := cmp.Diff(acked, got); diff != "" {
+		t.Errorf("pets after SIGTERM and restart mismatch (-acknowledged +stored):\n%s", diff)
+	}
+	t.Logf("%d creates sent, %d acknowledged", len(attempts), len(acked))
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests send what a broken or hostile client sends, over real TCP to
+// run() in-process, so that the http.Server settings of the service (its
+// timeouts and limits) are the ones under test.
+
+// startHostileTarget runs the service with short timeouts, so that the tests
+// can watch them act within seconds.
+func startHostileTarget(t *testing.T, extraArgs ...string) *runningService {
+	t.Helper()
+	env := map[string]string{
+		"PETSTORE_ADDR":     "127.0.0.1:0",
+		"PETSTORE_DB":       filepath.Join(t.TempDir(), "pets.db"),
+		"PETSTORE_API_KEYS": testKey,
+	}
+	return startRun(t, env, append([]string{"-read-header-timeout", "1s", "-write-timeout", "2s", "-read-timeout", "5s"}, extraArgs...)...)
+}
+
+// dialService opens a raw TCP connection to the service at url.
+func dialService(t *testing.T, url string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// waitClosed reads from conn until the server closes it, and fails the test
+// when that takes longer than within. It returns what was read.
+func waitClosed(t *testing.T, conn net.Conn, within time.Duration) []byte {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(within))
+	b, err := io.ReadAll(conn)
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		t.Fatalf("the server kept the connection open for more than %v (read %d bytes)", within, len(b))
+	}
+	return b
+}
+
+func TestABodyThatNeverEndsIsCutOffAt1MiB(t *testing.T) {
+	rs := startHostileTarget(t)
+	conn := dialService(t, rs.URL)
+	fmt.Fprintf(conn, "POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", testKey)
+
+	// The body: a JSON string that never closes, in chunks, until the server
+	// stops taking them.
+	var sent atomic.Int64
+	writeErr := make(chan error, 1)
+	go func() {
+		chunk := fmt.Sprintf("%x\r\n%s\r\n", 64<<10, `{"name":"`+strings.Repeat("x", 64<<10-9))
+		filler := fmt.Sprintf("%x\r\n%s\r\n", 64<<10, strings.Repeat("x", 64<<10))
+		for i := 0; ; i++ {
+			if i > 0 {
+				chunk = filler
+			}
+			if _, err := io.WriteString(conn, chunk); err != nil {
+				writeErr <- err
+				return
+			}
+			if sent.Add(64<<10) > 1<<30 {
+				writeErr <- errors.New("the server took 1 GiB of body")
+				return
+			}
+		}
+	}()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to an endless body: %v", err)
+	}
+	wantError(t, readResponse(t, res), http.StatusRequestEntityTooLarge, codePayloadTooLarge, "1 MiB")
+	// The server closes the connection: the writer fails soon after.
+	select {
+	case err := <-writeErr:
+		if strings.Contains(err.Error(), "1 GiB") {
+			t.Error(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the server still reads the endless body 10 s after answering (%d bytes sent)", sent.Load())
+	}
+}
+
+func TestHeadersSentOneByteASecondAreDropped(t *testing.T) {
+	rs := startHostileTarget(t) // -read-header-timeout 1s
+	conn := dialService(t, rs.URL)
+	request := "GET /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer " + testKey + "\r\n\r\n"
+	start := time.Now()
+	go func() {
+		for i := range len(request) {
+			if _, err := conn.Write([]byte{request[i]}); err != nil {
+				return // dropped, as expected
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	// Well before the 5 s -read-timeout, which would drop it too.
+	got := waitClosed(t, conn, 3500*time.Millisecond)
+	if strings.Contains(string(got), " 200 ") {
+		t.Errorf("the slow request was served: %q", got)
+	}
+	if took := time.Since(start); took < 900*time.Millisecond {
+		t.Errorf("dropped after %v, before the 1 s header timeout", took)
+	}
+}
+
+func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
+	// 100 pets with long names make every list page about 14 KB.
+	seed := make([]map[string]any, 100)
+	for i := range seed {
+		seed[i] = map[string]any{"name": fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 96)), "categoryId": 1}
+	}
+	seedFile := filepath.Join(t.TempDir(), "seed.json")
+	b, _ := json.Marshal(seed)
+	if err := os.WriteFile(seedFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A write timeout of 1 s, well inside the 3.5 s the test waits, even if
+	// a busy machine takes a while to fill the socket buffers.
+	rs := startHostileTarget(t, "-seed", seedFile, "-write-timeout", "1s")
+
+	// Pipeline far more responses than the socket buffers hold, and read
+	// none of them.
+	conn := dialService(t, rs.URL)
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4 << 10)
+	}
+	const pipelined = 2000
+	req := "GET /v1/pets?limit=100 HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer " + testKey + "\r\n\r\n"
+	go io.WriteString(conn, strings.Repeat(req, pipelined))
+	time.Sleep(500 * time.Millisecond)
+
+	// Meanwhile the service serves everyone else.
+	for range 20 {
+		if res := doRequest(t, rs.URL, "GET", "/v1/pets?limit=5", "", nil); res.Status != http.StatusOK {
+			t.Fatalf("another client got status %d while one client stalls", res.Status)
+		}
+	}
+	// The write timeout ends the stalled connection: reading now gets what
+	// was buffered, then the end, well short of every answer.
+	time.Sleep(3 * time.Second)
+	got := waitClosed(t, conn, 10*time.Second)
+	if n := strings.Count(string(got), "HTTP/1.1 200 OK"); n >= pipelined {
+		t.Errorf("all %d answers were delivered: the server waited for the stalled client", n)
+	} else {
+		t.Logf("the stalled connection got %d of %d answers before the server closed it", n, pipelined)
+	}
+}
+
+func TestFiveThousandIdleKeepAliveConnections(t *testing.T) {
+	const conns, dialers = 5000, 32
+	// Both ends live in this process: two descriptors per connection.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 2*conns+1000 {
+		t.Skipf("the open-file limit is %d; this test needs %d (raise it with ulimit -n)", lim.Cur, 2*conns+1000)
+	}
+	rs := startHostileTarget(t)
+	idle := make([]net.Conn, conns)
+	t.Cleanup(func() {
+		for _, c := range idle {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	addr := strings.TrimPrefix(rs.URL, "http://")
+	req := "GET /v1/pets?limit=1 HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer " + testKey + "\r\n\r\n"
+	var wg sync.WaitGroup
+	errs := make(chan error, dialers)
+	for d := range dialers {
+		wg.Go(func() {
+			for i := d; i < conns; i += dialers {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					errs <- fmt.Errorf("connection %d: %w", i, err)
+					return
+				}
+				idle[i] = c
+				// One request, so that each connection is a served
+				// keep-alive connection the server holds open.
+				if _, err := io.WriteString(c, req); err != nil {
+					errs <- err
+					return
+				}
+				res, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					errs <- fmt.Errorf("connection %d: %w", i, err)
+					return
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK || res.Close {
+					errs <- fmt.Errorf("connection %d: status %d, close %v", i, res.StatusCode, res.Close)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// With 5,000 idle connections open, the service still answers at once.
+	start := time.Now()
+	rex := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`, nil)
+	if rex.Status != http.StatusCreated {
+		t.Fatalf("create with %d idle connections: status %d, body %s", conns, rex.Status, rex.Body)
+	}
+	if res := doRequest(t, rs.URL, "GET", "/v1/pets", "", nil); res.Status != http.StatusOK {
+		t.Fatalf("list with %d idle connections: status %d", conns, res.Status)
+	}
+	t.Logf("create and list with %d idle keep-alive connections open took %v", conns, time.Since(start))
+	// The idle connections are still usable: the server did not drop them.
+	for _, i := range []int{0, conns / 2, conns - 1} {
+		if _, err := io.WriteString(idle[i], req); err != nil {
+			t.Fatalf("idle connection %d: %v", i, err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(idle[i]), nil)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("idle connection %d reused: %v", i, err)
+		}
+		res.Body.Close()
+	}
+}
+
+func TestA10KBAuthorizationHeader(t *testing.T) {
+	rs := startHostileTarget(t)
+	tests := []struct {
+		rule, authorization, wwwAuthenticate string
+	}{
+		{"a 10 KB bearer key", "Bearer " + strings.Repeat("k", 10<<10), `Bearer realm="petstore", error="invalid_token"`},
+		{"10 KB of a scheme", strings.Repeat("k", 10<<10), `Bearer realm="petstore"`},
+		{"10 KB of spaces after Bearer", "Bearer" + strings.Repeat(" ", 10<<10) + "k", `Bearer realm="petstore", error="invalid_token"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			res := doRequest(t, rs.URL, "GET", "/v1/pets", "", map[string]string{"Authorization": tt.authorization})
+			wantError(t, res, http.StatusUnauthorized, codeUnauthorized, "Authorization")
+			if got := res.Header.Get("WWW-Authenticate"); got != tt.wwwAuthenticate {
+				t.Errorf("WWW-Authenticate = %q, want %q", got, tt.wwwAuthenticate)
+			}
+			if len(res.Body) > 512 || strings.Contains(string(res.Body), "kkkk") {
+				t.Errorf("the 401 echoes the header (%d bytes): %.200s", len(res.Body), res.Body)
+			}
+		})
+	}
+	if strings.Contains(rs.Stderr.String(), "kkkk") {
+		t.Errorf("the log holds the header value")
+	}
+}
