@@ -36,12 +36,19 @@ func TestGeneratedClient(t *testing.T) {
 		{Name: "Rex", CategoryId: 1},
 		{Name: "Tom", CategoryId: 2, Status: ptr(client.PetStatus("sold"))},
 	} {
-		res, err := c.CreatePetWithResponse(ctx, np)
+		// An Idempotency-Key makes the create safe to retry: the retry
+		// gets the same pet back instead of a second one.
+		params := &client.CreatePetParams{IdempotencyKey: ptr("client-test-" + np.Name)}
+		res, err := c.CreatePetWithResponse(ctx, params, np)
 		if err != nil {
 			t.Fatalf("createPet %+v: %v", np, err)
 		}
 		if res.JSON201 == nil {
 			t.Fatalf("createPet %+v: status %d, body %s", np, res.StatusCode(), res.Body)
+		}
+		retry, err := c.CreatePetWithResponse(ctx, params, np)
+		if err != nil || retry.JSON201 == nil || *retry.JSON201 != *res.JSON201 {
+			t.Fatalf("retried createPet %+v: %v, status %d, body %s; want the first pet again", np, err, retry.StatusCode(), retry.Body)
 		}
 		created = append(created, *res.JSON201)
 		if loc, want := res.Headers201.Location, "/v1/pets/"+strconv.FormatInt(res.JSON201.Id, 10); loc != want {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +34,13 @@ const (
 	serverHealthy  = ""             // a working service with the seeded pets
 	serverDBClosed = "db-closed"    // its database closed: every query fails
 	serverSunset   = "after-sunset" // its clock at getPet's sunset
+	// Its test key has used up a rate limit of one request at first, then
+	// one per 1,000 s.
+	serverRateLimited = "rate-limited"
+	serverReadOnly    = "read-only" // its writer refuses writes (SQLITE_READONLY), as on a read-only disk
+	// A create with Idempotency-Key "held" is still in flight: another
+	// connection holds the write lock until the table has run.
+	serverInFlight = "in-flight"
 )
 
 // contractCase is one row of the contract table: a request and the status the
@@ -96,6 +105,22 @@ func contractTable(etag string) []contractCase {
 			header: map[string]string{"Content-Type": "text/plain"}, status: 415, breaksDocument: true},
 		{rule: "createPet when the database fails", server: serverDBClosed, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 500},
 
+		{rule: "a create with an Idempotency-Key", method: "POST", path: "/v1/pets", body: `{"name":"Once","categoryId":1}`,
+			header: map[string]string{"Idempotency-Key": "contract-1"}, status: 201},
+		{rule: "a retry with the same key and pet replays the 201", method: "POST", path: "/v1/pets", body: `{"name":"Once","categoryId":1}`,
+			header: map[string]string{"Idempotency-Key": `"contract-1"`}, status: 201},
+		{rule: "the same key for a different pet", method: "POST", path: "/v1/pets", body: `{"name":"Twice","categoryId":1}`,
+			header: map[string]string{"Idempotency-Key": "contract-1"}, status: 422},
+		{rule: "the same key while the first is still in flight", server: serverInFlight, method: "POST", path: "/v1/pets", body: `{"name":"Held","categoryId":1}`,
+			header: map[string]string{"Idempotency-Key": "held"}, status: 409},
+		{rule: "an Idempotency-Key that is an empty quoted string, which the schema cannot refuse", method: "POST", path: "/v1/pets",
+			body: `{"name":"Rex","categoryId":1}`, header: map[string]string{"Idempotency-Key": `""`}, status: 400},
+		{rule: "an Idempotency-Key that is not printable ASCII", method: "POST", path: "/v1/pets",
+			body: `{"name":"Rex","categoryId":1}`, header: map[string]string{"Idempotency-Key": "clé"}, status: 400, breaksDocument: true},
+		{rule: "createPet when the disk cannot be written", server: serverReadOnly, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 503},
+		{rule: "createPet over the rate limit", server: serverRateLimited, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 429},
+		{rule: "listPets over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/pets", status: 429},
+
 		// getPet
 		{rule: "an existing pet, with the deprecation headers", method: "GET", path: "/v1/pets/1", status: 200},
 		{rule: "an id no pet has", method: "GET", path: "/v1/pets/999999", status: 404},
@@ -105,10 +130,12 @@ func contractTable(etag string) []contractCase {
 		{rule: "getPet with a wrong key", method: "GET", path: "/v1/pets/1", header: wrongKey, status: 401},
 		{rule: "getPet from the sunset on", server: serverSunset, method: "GET", path: "/v1/pets/1", status: 410},
 		{rule: "getPet when the database fails", server: serverDBClosed, method: "GET", path: "/v1/pets/1", status: 500},
+		{rule: "getPet over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/pets/1", status: 429},
 
 		// listOrders
 		{rule: "the store area is not implemented", method: "GET", path: "/v1/store/orders", status: 501},
 		{rule: "listOrders without a key", method: "GET", path: "/v1/store/orders", header: noKey, status: 401, breaksDocument: true},
+		{rule: "listOrders over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/store/orders", status: 429},
 
 		// getOpenAPIDocument
 		{rule: "the document, without a key", method: "GET", path: "/v1/openapi.json", header: noKey, status: 200},
@@ -125,6 +152,9 @@ func contractTable(etag string) []contractCase {
 		{rule: "the metrics, with the key", method: "GET", path: "/metrics", status: 200},
 		{rule: "the metrics without a key", method: "GET", path: "/metrics", header: noKey, status: 401, breaksDocument: true},
 		{rule: "the metrics with a wrong key", method: "GET", path: "/metrics", header: wrongKey, status: 401},
+		{rule: "the metrics over the rate limit", server: serverRateLimited, method: "GET", path: "/metrics", status: 429},
+		{rule: "an unknown path over the rate limit: the key is checked and counted first", server: serverRateLimited, method: "GET", path: "/v1/cats", status: 429, breaksDocument: true},
+		{rule: "health checks are never rate limited", server: serverRateLimited, method: "GET", path: "/readyz", header: noKey, status: 200},
 
 		// requests outside every operation
 		{rule: "an unknown path", method: "GET", path: "/v1/cats", status: 404, breaksDocument: true},
@@ -295,7 +325,17 @@ func TestContract(t *testing.T) {
 	broken.Store.Close()
 	sunset := newTestServer(t, withClock(func() time.Time { return getPetSunset }))
 	sunset.createPet(t, "Rex", 1, "")
-	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL}
+	limited := newTestServer(t, withLimits(limits{idempotencyTTL: defaultIdempotencyTTL, rateLimit: 0.001, rateBurst: 1}))
+	if res := limited.do(t, "GET", "/v1/pets", "", nil); res.Status != http.StatusOK { // spends the burst
+		t.Fatalf("the rate-limited server's first request: status %d", res.Status)
+	}
+	readOnly := newTestServer(t)
+	if _, err := readOnly.Store.writer.ExecContext(t.Context(), "PRAGMA query_only = 1"); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := holdInFlightCreate(t, "held", `{"name":"Held","categoryId":1}`)
+	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL,
+		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverInFlight: inFlight.URL}
 
 	sum := sha256.Sum256([]byte(openapiDocument))
 	produced := map[answerKey]bool{}
@@ -404,4 +444,52 @@ func checkDescribedExactly(t *testing.T, described *openapi3.Response, got respo
 	if len(described.Content) == 0 && len(got.Body) > 0 {
 		t.Errorf("the document describes no body, got %q", got.Body)
 	}
+}
+
+// holdInFlightCreate starts a server on which a create with Idempotency-Key
+// key is in flight until the test ends: another connection holds SQLite's
+// write lock, two creates with the key are sent, and the first answer (the
+// repeat's 409) shows the other is registered and waiting.
+func holdInFlightCreate(t *testing.T, key, body string) *testServer {
+	t.Helper()
+	ts := newTestServer(t)
+	db, err := sql.Open("sqlite", ts.DBPath+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	// The creates outlive t.Context(), which ends before the cleanup that
+	// releases them, so they run on a context of their own.
+	statuses := make(chan int, 2)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(context.Background(), "POST", ts.URL+"/v1/pets", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			req.Header.Set("Idempotency-Key", key)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			res.Body.Close()
+			statuses <- res.StatusCode
+		})
+	}
+	if first := <-statuses; first != http.StatusConflict {
+		t.Fatalf("holding a create in flight: the first answer is %d, want the repeat's 409", first)
+	}
+	t.Cleanup(func() {
+		conn.ExecContext(context.Background(), "ROLLBACK")
+		wg.Wait()
+		conn.Close()
+		db.Close()
+	})
+	return ts
 }

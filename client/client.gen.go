@@ -18,18 +18,22 @@ import (
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeGone                 ErrorCode = "gone"
-	ErrorCodeInternal             ErrorCode = "internal"
-	ErrorCodeInvalidBody          ErrorCode = "invalid_body"
-	ErrorCodeInvalidField         ErrorCode = "invalid_field"
-	ErrorCodeInvalidParameter     ErrorCode = "invalid_parameter"
-	ErrorCodeMethodNotAllowed     ErrorCode = "method_not_allowed"
-	ErrorCodeNotFound             ErrorCode = "not_found"
-	ErrorCodeNotImplemented       ErrorCode = "not_implemented"
-	ErrorCodePayloadTooLarge      ErrorCode = "payload_too_large"
-	ErrorCodeUnauthorized         ErrorCode = "unauthorized"
-	ErrorCodeUnavailable          ErrorCode = "unavailable"
-	ErrorCodeUnsupportedMediaType ErrorCode = "unsupported_media_type"
+	ErrorCodeGone                   ErrorCode = "gone"
+	ErrorCodeIdempotencyKeyConflict ErrorCode = "idempotency_key_conflict"
+	ErrorCodeIdempotencyKeyMismatch ErrorCode = "idempotency_key_mismatch"
+	ErrorCodeInternal               ErrorCode = "internal"
+	ErrorCodeInvalidBody            ErrorCode = "invalid_body"
+	ErrorCodeInvalidField           ErrorCode = "invalid_field"
+	ErrorCodeInvalidHeader          ErrorCode = "invalid_header"
+	ErrorCodeInvalidParameter       ErrorCode = "invalid_parameter"
+	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
+	ErrorCodeNotFound               ErrorCode = "not_found"
+	ErrorCodeNotImplemented         ErrorCode = "not_implemented"
+	ErrorCodePayloadTooLarge        ErrorCode = "payload_too_large"
+	ErrorCodeRateLimited            ErrorCode = "rate_limited"
+	ErrorCodeUnauthorized           ErrorCode = "unauthorized"
+	ErrorCodeUnavailable            ErrorCode = "unavailable"
+	ErrorCodeUnsupportedMediaType   ErrorCode = "unsupported_media_type"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
@@ -37,11 +41,17 @@ func (e ErrorCode) Valid() bool {
 	switch e {
 	case ErrorCodeGone:
 		return true
+	case ErrorCodeIdempotencyKeyConflict:
+		return true
+	case ErrorCodeIdempotencyKeyMismatch:
+		return true
 	case ErrorCodeInternal:
 		return true
 	case ErrorCodeInvalidBody:
 		return true
 	case ErrorCodeInvalidField:
+		return true
+	case ErrorCodeInvalidHeader:
 		return true
 	case ErrorCodeInvalidParameter:
 		return true
@@ -52,6 +62,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeNotImplemented:
 		return true
 	case ErrorCodePayloadTooLarge:
+		return true
+	case ErrorCodeRateLimited:
 		return true
 	case ErrorCodeUnauthorized:
 		return true
@@ -141,11 +153,20 @@ type PetName = string
 // PetStatus Availability of a pet.
 type PetStatus string
 
+// CannotWrite The body of every error answer.
+type CannotWrite = Error
+
+// CreateInvalid The body of every error answer.
+type CreateInvalid = Error
+
+// IdempotencyConflict The body of every error answer.
+type IdempotencyConflict = Error
+
+// IdempotencyMismatch The body of every error answer.
+type IdempotencyMismatch = Error
+
 // Internal The body of every error answer.
 type Internal = Error
-
-// InvalidBody The body of every error answer.
-type InvalidBody = Error
 
 // InvalidParameter The body of every error answer.
 type InvalidParameter = Error
@@ -155,6 +176,9 @@ type NotImplemented = Error
 
 // PayloadTooLarge The body of every error answer.
 type PayloadTooLarge = Error
+
+// RateLimited The body of every error answer.
+type RateLimited = Error
 
 // Unauthorized The body of every error answer.
 type Unauthorized = Error
@@ -181,6 +205,12 @@ type ListPetsParams struct {
 
 	// After Cursor: only pets whose `id` is greater than this one. The `Link` header of a page carries it for the next page.
 	After *int64 `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// CreatePetParams defines parameters for CreatePet.
+type CreatePetParams struct {
+	// IdempotencyKey Makes a retried create safe (IETF httpapi Idempotency-Key draft). The first request with a key is processed; a repeat with the same key and the same pet gets the stored 201 again (same id, body and Location, with `Idempotent-Replayed: true`), even after a restart; the same key with a different pet is 422; a repeat while the first is still being processed is 409. Keys are scoped to the API key and remembered for 24 hours (the operator's `-idempotency-ttl`). The value is printable ASCII, bare or as a quoted string (`"abc"` and `abc` are one key), 1 to 255 characters once unquoted; anything else is 400 `invalid_header`.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // CreatePetJSONRequestBody defines body for CreatePet for application/json ContentType.
@@ -299,7 +329,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /pets (the `CreatePet` operationId).
-	CreatePetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreatePetWithBody(ctx context.Context, params *CreatePetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreatePet Add a pet
 	//
@@ -310,7 +340,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /pets (the `CreatePet` operationId).
-	CreatePet(ctx context.Context, body CreatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreatePet(ctx context.Context, params *CreatePetParams, body CreatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPet Get a pet (deprecated)
 	//
@@ -417,8 +447,8 @@ func (c *Client) ListPets(ctx context.Context, params *ListPetsParams, reqEditor
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /pets (the `CreatePet` operationId).
-func (c *Client) CreatePetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreatePetRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreatePetWithBody(ctx context.Context, params *CreatePetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePetRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -438,8 +468,8 @@ func (c *Client) CreatePetWithBody(ctx context.Context, contentType string, body
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /pets (the `CreatePet` operationId).
-func (c *Client) CreatePet(ctx context.Context, body CreatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreatePetRequest(c.Server, body)
+func (c *Client) CreatePet(ctx context.Context, params *CreatePetParams, body CreatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePetRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -679,18 +709,18 @@ func NewListPetsRequest(server string, params *ListPetsParams) (*http.Request, e
 }
 
 // NewCreatePetRequest calls the generic CreatePet builder with application/json body
-func NewCreatePetRequest(server string, body CreatePetJSONRequestBody) (*http.Request, error) {
+func NewCreatePetRequest(server string, params *CreatePetParams, body CreatePetJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreatePetRequestWithBody(server, "application/json", bodyReader)
+	return NewCreatePetRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreatePetRequestWithBody constructs an http.Request for the CreatePet method, with any body, and a specified content type
-func NewCreatePetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreatePetRequestWithBody(server string, params *CreatePetParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -714,6 +744,21 @@ func NewCreatePetRequestWithBody(server string, contentType string, body io.Read
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -897,7 +942,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /pets (the `CreatePet` operationId).
-	CreatePetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePetResponse, error)
+	CreatePetWithBodyWithResponse(ctx context.Context, params *CreatePetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePetResponse, error)
 
 	// CreatePetWithResponse Add a pet
 	//
@@ -908,7 +953,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /pets (the `CreatePet` operationId).
-	CreatePetWithResponse(ctx context.Context, body CreatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePetResponse, error)
+	CreatePetWithResponse(ctx context.Context, params *CreatePetParams, body CreatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePetResponse, error)
 
 	// GetPetWithResponse Get a pet (deprecated)
 	//
@@ -1004,20 +1049,36 @@ type GetMetricsResponse401Headers struct {
 	XRequestId          string
 }
 
+// GetMetricsResponse429Headers the declared response headers of an HTTP 429 response for GetMetrics
+type GetMetricsResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 type GetMetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetMetricsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetMetricsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetMetricsResponse429Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetMetricsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetMetricsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -1133,6 +1194,13 @@ type ListPetsResponse401Headers struct {
 	XRequestId          string
 }
 
+// ListPetsResponse429Headers the declared response headers of an HTTP 429 response for ListPets
+type ListPetsResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // ListPetsResponse500Headers the declared response headers of an HTTP 500 response for ListPets
 type ListPetsResponse500Headers struct {
 	XContentTypeOptions string
@@ -1148,6 +1216,8 @@ type ListPetsResponse struct {
 	JSON400 *InvalidParameter
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -1156,6 +1226,8 @@ type ListPetsResponse struct {
 	Headers400 *ListPetsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListPetsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPetsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListPetsResponse500Headers
 }
@@ -1173,6 +1245,11 @@ func (r ListPetsResponse) GetJSON400() *InvalidParameter {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListPetsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListPetsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -1211,6 +1288,7 @@ func (r ListPetsResponse) ContentType() string {
 
 // CreatePetResponse201Headers the declared response headers of an HTTP 201 response for CreatePet
 type CreatePetResponse201Headers struct {
+	IdempotentReplayed  *string
 	Location            string
 	XContentTypeOptions string
 	XRequestId          string
@@ -1229,6 +1307,12 @@ type CreatePetResponse401Headers struct {
 	XRequestId          string
 }
 
+// CreatePetResponse409Headers the declared response headers of an HTTP 409 response for CreatePet
+type CreatePetResponse409Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // CreatePetResponse413Headers the declared response headers of an HTTP 413 response for CreatePet
 type CreatePetResponse413Headers struct {
 	XContentTypeOptions string
@@ -1241,8 +1325,27 @@ type CreatePetResponse415Headers struct {
 	XRequestId          string
 }
 
+// CreatePetResponse422Headers the declared response headers of an HTTP 422 response for CreatePet
+type CreatePetResponse422Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreatePetResponse429Headers the declared response headers of an HTTP 429 response for CreatePet
+type CreatePetResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // CreatePetResponse500Headers the declared response headers of an HTTP 500 response for CreatePet
 type CreatePetResponse500Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreatePetResponse503Headers the declared response headers of an HTTP 503 response for CreatePet
+type CreatePetResponse503Headers struct {
 	XContentTypeOptions string
 	XRequestId          string
 }
@@ -1253,27 +1356,43 @@ type CreatePetResponse struct {
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Pet
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *InvalidBody
+	JSON400 *CreateInvalid
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyConflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyMismatch
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *CannotWrite
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreatePetResponse201Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *CreatePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreatePetResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreatePetResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreatePetResponse413Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
 	Headers415 *CreatePetResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreatePetResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreatePetResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreatePetResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreatePetResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -1282,13 +1401,18 @@ func (r CreatePetResponse) GetJSON201() *Pet {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r CreatePetResponse) GetJSON400() *InvalidBody {
+func (r CreatePetResponse) GetJSON400() *CreateInvalid {
 	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r CreatePetResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreatePetResponse) GetJSON409() *IdempotencyConflict {
+	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -1301,9 +1425,24 @@ func (r CreatePetResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
 }
 
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreatePetResponse) GetJSON422() *IdempotencyMismatch {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreatePetResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CreatePetResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreatePetResponse) GetJSON503() *CannotWrite {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1372,6 +1511,16 @@ type GetPetResponse410Headers struct {
 	XRequestId          string
 }
 
+// GetPetResponse429Headers the declared response headers of an HTTP 429 response for GetPet
+type GetPetResponse429Headers struct {
+	Deprecation         string
+	Link                string
+	RetryAfter          string
+	Sunset              string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetPetResponse500Headers the declared response headers of an HTTP 500 response for GetPet
 type GetPetResponse500Headers struct {
 	Deprecation         string
@@ -1392,6 +1541,8 @@ type GetPetResponse struct {
 	JSON404 *Error
 	// JSON410 the response for an HTTP 410 `application/json` response
 	JSON410 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -1402,6 +1553,8 @@ type GetPetResponse struct {
 	Headers404 *GetPetResponse404Headers
 	// Headers410 the parsed response headers for an HTTP 410 response
 	Headers410 *GetPetResponse410Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetPetResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetPetResponse500Headers
 }
@@ -1424,6 +1577,11 @@ func (r GetPetResponse) GetJSON404() *Error {
 // GetJSON410 returns the response for an HTTP 410 `application/json` response
 func (r GetPetResponse) GetJSON410() *Error {
 	return r.JSON410
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetPetResponse) GetJSON429() *Error {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -1531,6 +1689,13 @@ type ListOrdersResponse401Headers struct {
 	XRequestId          string
 }
 
+// ListOrdersResponse429Headers the declared response headers of an HTTP 429 response for ListOrders
+type ListOrdersResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // ListOrdersResponse501Headers the declared response headers of an HTTP 501 response for ListOrders
 type ListOrdersResponse501Headers struct {
 	XContentTypeOptions string
@@ -1542,10 +1707,14 @@ type ListOrdersResponse struct {
 	HTTPResponse *http.Response
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
 	// JSON501 the response for an HTTP 501 `application/json` response
 	JSON501 *NotImplemented
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListOrdersResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListOrdersResponse429Headers
 	// Headers501 the parsed response headers for an HTTP 501 response
 	Headers501 *ListOrdersResponse501Headers
 }
@@ -1553,6 +1722,11 @@ type ListOrdersResponse struct {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListOrdersResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListOrdersResponse) GetJSON429() *RateLimited {
+	return r.JSON429
 }
 
 // GetJSON501 returns the response for an HTTP 501 `application/json` response
@@ -1660,8 +1834,8 @@ func (c *ClientWithResponses) ListPetsWithResponse(ctx context.Context, params *
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /pets (the `CreatePet` operationId).
-func (c *ClientWithResponses) CreatePetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePetResponse, error) {
-	rsp, err := c.CreatePetWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreatePetWithBodyWithResponse(ctx context.Context, params *CreatePetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePetResponse, error) {
+	rsp, err := c.CreatePetWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -1677,8 +1851,8 @@ func (c *ClientWithResponses) CreatePetWithBodyWithResponse(ctx context.Context,
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /pets (the `CreatePet` operationId).
-func (c *ClientWithResponses) CreatePetWithResponse(ctx context.Context, body CreatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePetResponse, error) {
-	rsp, err := c.CreatePet(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreatePetWithResponse(ctx context.Context, params *CreatePetParams, body CreatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePetResponse, error) {
+	rsp, err := c.CreatePet(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -1801,6 +1975,13 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	}
 
 	switch {
@@ -1845,6 +2026,30 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetMetricsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -1974,6 +2179,13 @@ func ParseListPetsResponse(rsp *http.Response) (*ListPetsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2049,6 +2261,30 @@ func ParseListPetsResponse(rsp *http.Response) (*ListPetsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListPetsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListPetsResponse500Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -2093,7 +2329,7 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 		response.JSON201 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest InvalidBody
+		var dest CreateInvalid
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -2105,6 +2341,13 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
@@ -2120,6 +2363,20 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyMismatch
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2127,11 +2384,25 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest CannotWrite
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 201:
 		var headers CreatePetResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -2195,6 +2466,23 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreatePetResponse409Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreatePetResponse413Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -2229,6 +2517,47 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreatePetResponse422Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreatePetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreatePetResponse500Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -2246,6 +2575,23 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreatePetResponse503Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2292,6 +2638,13 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 			return nil, err
 		}
 		response.JSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Error
@@ -2462,6 +2815,51 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers410 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetPetResponse429Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("Sunset"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Sunset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Sunset = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetPetResponse500Headers
 		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
@@ -2596,6 +2994,13 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
 		var dest NotImplemented
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2630,6 +3035,30 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListOrdersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 501:
 		var headers ListOrdersResponse501Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
