@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -90,12 +89,8 @@ type createdAnswer struct {
 }
 
 // newCreatedAnswer encodes the 201 for a newly stored pet.
-func newCreatedAnswer(p Pet) (createdAnswer, error) {
-	body, err := encodeJSON(p)
-	if err != nil {
-		return createdAnswer{}, fmt.Errorf("encode pet: %w", err)
-	}
-	return createdAnswer{Location: "/v1/pets/" + strconv.FormatInt(p.ID, 10), Body: body}, nil
+func newCreatedAnswer(p Pet) createdAnswer {
+	return createdAnswer{Location: "/v1/pets/" + strconv.FormatInt(p.ID, 10), Body: petBody(p)}
 }
 
 // write sends the answer; replayed marks a repeat of an earlier answer.
@@ -141,8 +136,7 @@ func (ix *idempotency) createPet(ctx context.Context, key string, np newPet) (an
 		if err != nil {
 			return createdAnswer{}, false, err
 		}
-		ans, err := newCreatedAnswer(pet)
-		return ans, false, err
+		return newCreatedAnswer(pet), false, nil
 	}
 	scope := idempotencyScope{key: key}
 	scope.apiKey, _ = keyIdentity(ctx)
@@ -161,7 +155,8 @@ func (ix *idempotency) createPet(ctx context.Context, key string, np newPet) (an
 		rec   idempotencyRecord
 		found bool
 	)
-	err = ix.st.write(ctx, func(tx *sql.Tx) error {
+	// Only appends: a pet, and a row of a table the API never lists.
+	err = ix.st.write(ctx, onlyAppendsPets, func(ctx context.Context, tx *sql.Tx) error {
 		// Looked up again inside the transaction: the key may have been
 		// finished between the read above and the claim.
 		var err error
@@ -172,9 +167,7 @@ func (ix *idempotency) createPet(ctx context.Context, key string, np newPet) (an
 		if err != nil {
 			return err
 		}
-		if ans, err = newCreatedAnswer(pet); err != nil {
-			return err
-		}
+		ans = newCreatedAnswer(pet)
 		return ix.st.insertIdempotencyKeyTx(ctx, tx, scope, fp, pet.ID, ans, ix.now())
 	})
 	if err != nil || found {
@@ -271,7 +264,8 @@ func (s *store) insertIdempotencyKeyTx(ctx context.Context, tx *sql.Tx, scope id
 // returns how many it deleted.
 func (s *store) pruneIdempotencyKeys(ctx context.Context, cutoff time.Time) (int64, error) {
 	var n int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	// Deleting keys changes no pet: the caches keep their answers.
+	err := s.write(ctx, onlyAppendsPets, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM idempotency_keys WHERE created_at <= ?", cutoff.UnixMilli())
 		if err != nil {
 			return s.failedWrite("prune idempotency keys", err)

@@ -54,23 +54,35 @@ func validStatus(s string) bool {
 	return s == "available" || s == "pending" || s == "sold"
 }
 
-// handleListPets serves listPets: GET /v1/pets?limit=&status=&after=.
+// handleListPets serves listPets: GET /v1/pets?limit=&status=&after=. Pages
+// are cached encoded (see cache.go).
 func handleListPets(log *slog.Logger, st *store) http.Handler {
+	cache := newResponseCache(listCacheSlots)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, err := parseListQuery(r.URL.RawQuery)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		page, err := st.listPets(r.Context(), q)
-		if err != nil {
-			writeError(w, r, log, err)
-			return
+		key := cacheKey{id: q.After, limit: q.Limit, status: q.Status}
+		at := st.versions.now() // before the query: see cache.go
+		e, ok := cache.get(key, at)
+		if !ok {
+			page, err := st.listPets(r.Context(), q)
+			if err != nil {
+				writeError(w, r, log, err)
+				return
+			}
+			e = &cacheEntry{key: key, at: at, appendSafe: page.More, body: petsBody(page.Pets)}
+			if page.More {
+				e.link = nextLink(q, page.Pets[len(page.Pets)-1].ID)
+			}
+			cache.put(e)
 		}
-		if page.More {
-			w.Header().Set("Link", nextLink(q, page.Pets[len(page.Pets)-1].ID))
+		if e.link != "" {
+			w.Header().Set("Link", e.link)
 		}
-		writeJSON(w, http.StatusOK, page.Pets)
+		writeBody(w, http.StatusOK, e.body)
 	})
 }
 
@@ -374,8 +386,10 @@ func decodeStatus(raw json.RawMessage, dst *string) error {
 
 // handleGetPet serves getPet: GET /v1/pets/{petId}. It is deprecated and, from
 // the sunset instant on, answers 410 Gone; now is the clock, injectable so
-// that a test can move past the sunset.
+// that a test can move past the sunset. Found pets are cached encoded (see
+// cache.go).
 func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handler {
+	cache := newResponseCache(petCacheSlots)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !now().Before(getPetSunset) {
 			writeError(w, r, log, errorf(codeGone, "getPet was removed on 5 December 2030; use GET /v1/pets with the status filter instead"))
@@ -389,16 +403,24 @@ func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handle
 			writeError(w, r, log, errorf(codeNotFound, "no pet has id %q; pet ids are positive integers", raw))
 			return
 		}
-		pet, err := st.getPet(r.Context(), id)
-		if errors.Is(err, errPetNotFound) {
-			writeError(w, r, log, errorf(codeNotFound, "no pet has id %d", id))
-			return
+		key := cacheKey{id: id}
+		at := st.versions.now() // before the query: see cache.go
+		e, ok := cache.get(key, at)
+		if !ok {
+			pet, err := st.getPet(r.Context(), id)
+			if errors.Is(err, errPetNotFound) {
+				// Not cached: the pet may be created at any moment.
+				writeError(w, r, log, errorf(codeNotFound, "no pet has id %d", id))
+				return
+			}
+			if err != nil {
+				writeError(w, r, log, err)
+				return
+			}
+			e = &cacheEntry{key: key, at: at, appendSafe: true, body: petBody(pet)}
+			cache.put(e)
 		}
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, pet)
+		writeBody(w, http.StatusOK, e.body)
 	})
 }
 

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+)
+
+// ceilingPet has the shape of the service's Pet, so that the ceiling's bodies
+// have the same size as the service's.
+type ceilingPet struct {
+	ID         int64  `json:"id"`
+	Name       string `json:"name"`
+	CategoryID int64  `json:"categoryId"`
+	Status     string `json:"status"`
+}
+
+// ceilingVariants is how many distinct pre-encoded bodies of each kind the
+// ceiling holds; requests pick one by id, so the bodies vary like the
+// service's without the ceiling holding a million of them.
+const ceilingVariants = 1024
+
+// runCeiling is the bare net/http server: the same routes as the service,
+// answered from memory with pre-encoded bodies of the same shape, and
+// nothing else (no database, no validation beyond parsing the id). What it
+// reaches is the most this machine's HTTP stack can do for these requests.
+func runCeiling(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("usage: bench ceiling ADDR PETS")
+	}
+	n, err := strconv.ParseInt(args[1], 10, 64)
+	if err != nil {
+		return err
+	}
+	statuses := []string{"available", "pending", "sold"}
+	pet := func(id int64) ceilingPet {
+		return ceilingPet{ID: id, Name: fmt.Sprintf("pet-%d", id), CategoryID: id%10 + 1, Status: statuses[id%3]}
+	}
+	encode := func(v any) []byte {
+		b, _ := json.Marshal(v)
+		return append(b, '\n')
+	}
+	var pets, pages [ceilingVariants][]byte
+	for i := range int64(ceilingVariants) {
+		// Ids near the top of the table, so the digits are as many as the
+		// service's.
+		base := max(1, n-ceilingVariants*20) + i
+		pets[i] = encode(pet(base))
+		page := make([]ceilingPet, 20)
+		for j := range page {
+			page[j] = pet(base + int64(j))
+		}
+		pages[i] = encode(page)
+	}
+	firstPage := make([]ceilingPet, 20)
+	for j := range firstPage {
+		firstPage[j] = pet(int64(j + 1))
+	}
+	firstBody := encode(firstPage)
+
+	send := func(w http.ResponseWriter, status int, body []byte) {
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(status)
+		w.Write(body)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/pets", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("after") == "" {
+			w.Header().Set("Link", `</v1/pets?limit=20&after=20>; rel="next"`)
+			send(w, http.StatusOK, firstBody)
+			return
+		}
+		after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
+		w.Header().Set("Link", "</v1/pets?limit=20&status="+q.Get("status")+"&after="+strconv.FormatInt(after+60, 10)+`>; rel="next"`)
+		send(w, http.StatusOK, pages[after%ceilingVariants])
+	})
+	mux.HandleFunc("GET /v1/pets/{petId}", func(w http.ResponseWriter, r *http.Request) {
+		id, _ := strconv.ParseInt(r.PathValue("petId"), 10, 64)
+		h := w.Header()
+		h.Set("Deprecation", "@1795219200")
+		h.Set("Sunset", "Thu, 05 Dec 2030 00:00:00 GMT")
+		h.Add("Link", `</v1/openapi.json>; rel="deprecation"; type="application/json"`)
+		send(w, http.StatusOK, pets[id%ceilingVariants])
+	})
+	mux.HandleFunc("POST /v1/pets", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Location", "/v1/pets/1000001")
+		send(w, http.StatusCreated, pets[0])
+	})
+
+	ln, err := net.Listen("tcp", args[0])
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux}
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+		<-sig
+		srv.Close()
+	}()
+	fmt.Printf("ceiling listening on http://%s\n", ln.Addr())
+	if err := srv.Serve(ln); err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}

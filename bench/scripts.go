@@ -1,0 +1,67 @@
+package main
+
+// The wrk Lua scripts, one per scenario. Each thread seeds its own random
+// generator from its thread number, and done() prints one RESULT line of JSON
+// that the benchmark parses. Arguments after "--": the API key, then the
+// number of pets in the database.
+
+// luaCommon is shared by every scenario: argument parsing, seeding, the
+// request headers and the RESULT line.
+const luaCommon = `
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+
+function init(args)
+  key = args[1]
+  n = tonumber(args[2])
+  math.randomseed(tid * 7919 + os.time())
+  get_headers = {Authorization = "Bearer " .. key}
+  post_headers = {Authorization = "Bearer " .. key, ["Content-Type"] = "application/json"}
+  counter = 0
+  first_page = wrk.format("GET", "/v1/pets?limit=20", get_headers)
+end
+
+function get_pet()
+  return wrk.format("GET", "/v1/pets/" .. math.random(1, n), get_headers)
+end
+
+function create_pet()
+  counter = counter + 1
+  local body = '{"name":"bench-' .. tid .. '-' .. counter .. '","categoryId":' .. (counter % 10 + 1) .. '}'
+  return wrk.format("POST", "/v1/pets", post_headers, body)
+end
+
+local statuses = {"available", "pending", "sold"}
+
+function list_deep()
+  -- "Deep": an id in the second half of the table, a random status.
+  local after = math.random(math.floor(n / 2), n)
+  return wrk.format("GET", "/v1/pets?limit=20&status=" .. statuses[math.random(1, 3)] .. "&after=" .. after, get_headers)
+end
+
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('RESULT {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"non2xx":%d,"socket_errors":%d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.status, e.connect + e.read + e.write + e.timeout))
+end
+`
+
+// scenarioScripts maps each scenario to its request function.
+var scenarioScripts = map[string]string{
+	"list-first": `function request() return first_page end`,
+	"list-deep":  `function request() return list_deep() end`,
+	"get":        `function request() return get_pet() end`,
+	"create":     `function request() return create_pet() end`,
+	// 90% reads split evenly between the first page and random gets, 10%
+	// creates.
+	"mix": `function request()
+  local r = math.random(1, 100)
+  if r <= 10 then return create_pet() end
+  if r <= 55 then return first_page end
+  return get_pet()
+end`,
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The hot paths inside the process, for benchstat:
+//
+//	go test -run '^$' -bench . -count 10 > old.txt   (then again after a change)
+//	benchstat old.txt new.txt
+//
+// The load benchmark of the whole service is bench/ (see README, Performance).
+
+func BenchmarkKeyCheck(b *testing.B) {
+	ks := staticKeyring(testKey, otherTestKey).keys()
+	for b.Loop() {
+		if _, ok := ks.match(otherTestKey); !ok {
+			b.Fatal("key refused")
+		}
+	}
+}
+
+// benchPage is a first page as listPets returns it.
+func benchPage() []Pet {
+	pets := make([]Pet, defaultLimit)
+	for i := range pets {
+		pets[i] = Pet{ID: int64(i + 1), Name: fmt.Sprintf("pet-%d", i+1), CategoryID: int64(i%10 + 1), Status: "available"}
+	}
+	return pets
+}
+
+func BenchmarkEncodePage(b *testing.B) {
+	pets := benchPage()
+	b.Run("encoding/json", func(b *testing.B) {
+		var buf bytes.Buffer
+		for b.Loop() {
+			buf.Reset()
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			enc.Encode(pets)
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			buf = append(appendPets(buf[:0], pets), '\n')
+		}
+	})
+}
+
+// benchStore opens a store on a fresh file holding n pets.
+func benchStore(b *testing.B, n int) *store {
+	b.Helper()
+	st, err := openStore(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	_, err = st.writer.ExecContext(b.Context(), `
+		WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ?)
+		INSERT INTO pets (name, category_id, status)
+		SELECT 'pet-' || i, i % 10 + 1, CASE i % 3 WHEN 0 THEN 'available' WHEN 1 THEN 'pending' ELSE 'sold' END
+		FROM seq`, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st
+}
+
+func BenchmarkListQuery(b *testing.B) {
+	st := benchStore(b, 10000)
+	for _, q := range []struct {
+		name string
+		q    listQuery
+	}{
+		{"first-page", listQuery{Limit: 20}},
+		{"status-after", listQuery{Limit: 20, Status: "sold", After: 5000}},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := st.listPets(b.Context(), q.q); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkCreate measures a create from the store's side, one at a time
+// (every create pays its own fsync) and from many goroutines (group commit
+// shares the fsyncs).
+func BenchmarkCreate(b *testing.B) {
+	for _, parallel := range []int{1, 32} {
+		b.Run(fmt.Sprintf("writers=%d", parallel), func(b *testing.B) {
+			st := benchStore(b, 0)
+			var n atomic.Int64
+			b.SetParallelism(parallel)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1)
+					if _, err := st.createPet(b.Context(), newPet{Name: fmt.Sprintf("bench-%d", i), CategoryID: 1, Status: "sold"}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkHandlerChain measures the whole handler chain (access log,
+// metrics, auth, routing, the handler) for answers the caches hold, without
+// the network: what the service adds to net/http for its cheapest requests.
+func BenchmarkHandlerChain(b *testing.B) {
+	st := benchStore(b, 1000)
+	h := newServer(slogTo(io.Discard), staticKeyring(testKey), st, newMetrics(st), time.Now, limits{idempotencyTTL: time.Hour})
+	for _, path := range []string{"/v1/pets?limit=20", "/v1/pets/7"} {
+		b.Run(path, func(b *testing.B) {
+			req := httptest.NewRequest("GET", path, nil)
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					b.Fatalf("status %d", rec.Code)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestListQueriesUseAnIndexRange guards the query plans the list's speed
+// depends on: both list queries are a range of the table or of an index, never
+// a scan of every pet, and the filtered one reads only its covering index.
+func TestListQueriesUseAnIndexRange(t *testing.T) {
+	ts := newTestServer(t)
+	tests := []struct {
+		rule  string
+		query string
+		args  []any
+		want  string
+	}{
+		{"the unfiltered list is a range of the table by id",
+			"SELECT id, name, category_id, status FROM pets WHERE id > ? ORDER BY id LIMIT ?", []any{5, 21},
+			"SEARCH pets USING INTEGER PRIMARY KEY (rowid>?)"},
+		{"the filtered list is a range of the covering index",
+			"SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?", []any{"sold", 5, 21},
+			"SEARCH pets USING COVERING INDEX pets_status_listing (status=? AND id>?)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			rows, err := ts.Store.reader.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+tt.query, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(plan, "; "); got != tt.want {
+				t.Errorf("query plan = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
