@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -165,16 +166,9 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 	var before []Pet          // the catalogue before the current round
 	for round := range rounds {
 		cmd, url := startBinary(t, bin, env...)
-		stop := make(chan struct{})
-		var stopped atomic.Bool
-		go func() {
-			// A random moment, long enough for a few hundred creates.
-			time.Sleep(time.Duration(150+rand.IntN(450)) * time.Millisecond)
-			stopped.Store(true)
-			cmd.Process.Signal(syscall.SIGKILL) // only the process this test started, by its PID
-			close(stop)
-		}()
-		attempts := createLoad(t, url, fmt.Sprintf("kill%d", round), workers, stop, &stopped)
+		// A random moment, long enough for a few hundred creates.
+		stop, stopped := signalAtRandom(cmd, syscall.SIGKILL, 150*time.Millisecond, 450*time.Millisecond)
+		attempts := createLoad(t, url, fmt.Sprintf("kill%d", round), workers, stop, stopped)
 		cmd.Wait()
 		for name, p := range acknowledged(t, attempts) {
 			acked[name] = p
@@ -277,16 +271,9 @@ func TestSIGTERMAnswersEveryInFlightCreate(t *testing.T) {
 	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + dbPath, "PETSTORE_API_KEYS=" + testKey}
 	cmd, url := startBinary(t, bin, env...)
 
-	stop := make(chan struct{})
-	var stopped atomic.Bool
-	go func() {
-		time.Sleep(time.Duration(150+rand.IntN(350)) * time.Millisecond)
-		stopped.Store(true)
-		cmd.Process.Signal(syscall.SIGTERM) // only the process this test started, by its PID
-		// The workers stop on their first refused connection.
-		close(stop)
-	}()
-	attempts := createLoad(t, url, "term", 8, stop, &stopped)
+	// The workers stop on their first refused connection.
+	stop, stopped := signalAtRandom(cmd, syscall.SIGTERM, 150*time.Millisecond, 350*time.Millisecond)
+	attempts := createLoad(t, url, "term", 8, stop, stopped)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("after SIGTERM the process exited with %v, want exit code 0", err)
 	}
@@ -306,4 +293,18 @@ func TestSIGTERMAnswersEveryInFlightCreate(t *testing.T) {
 		t.Errorf("pets after SIGTERM and restart mismatch (-acknowledged +stored):\n%s", diff)
 	}
 	t.Logf("%d creates sent, %d acknowledged", len(attempts), len(acked))
+}
+
+// signalAtRandom sends sig to cmd (only the process the test started, by its
+// PID) after a random delay of least plus up to spread. stopped is set just
+// before the signal, and stop is closed just after it.
+func signalAtRandom(cmd *exec.Cmd, sig syscall.Signal, least, spread time.Duration) (stop chan struct{}, stopped *atomic.Bool) {
+	stop, stopped = make(chan struct{}), new(atomic.Bool)
+	go func() {
+		time.Sleep(least + rand.N(spread))
+		stopped.Store(true)
+		cmd.Process.Signal(sig)
+		close(stop)
+	}()
+	return stop, stopped
 }
