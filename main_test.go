@@ -160,15 +160,6 @@ var testBinary struct {
 	err  error
 }
 
-// TestMain runs the tests, then removes the binary buildBinary built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if testBinary.dir != "" {
-		os.RemoveAll(testBinary.dir)
-	}
-	os.Exit(code)
-}
-
 // buildBinary returns the path of the service compiled with CGO off, as it
 // ships, building it on first use.
 func buildBinary(t *testing.T) string {
