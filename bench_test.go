@@ -79,16 +79,17 @@ func benchStore(b *testing.B, n int) *store {
 func BenchmarkListQuery(b *testing.B) {
 	st := benchStore(b, 10000)
 	for _, q := range []struct {
-		name string
-		q    listQuery
+		name   string
+		status string
+		page   pageRequest
 	}{
-		{"first-page", listQuery{Limit: 20}},
-		{"status-after", listQuery{Limit: 20, Status: "sold", After: 5000}},
+		{"first-page", "", pageRequest{limit: 20}},
+		{"status-after", "sold", pageRequest{after: 5000, limit: 20}},
 	} {
 		b.Run(q.name, func(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := st.listPets(b.Context(), q.q); err != nil {
+					if _, err := st.listPets(b.Context(), q.status, q.page); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -1,26 +1,47 @@
 package main
 
-import "sync/atomic"
+import (
+	"math/bits"
+	"sync/atomic"
+)
 
-// The read handlers keep their recent answers, already encoded, so that a
-// repeated request (the first page of the list, above all) costs no query
-// and no encoding. The rule is that the cache never serves an answer that a
-// committed write could have changed:
+// The response caches keep recent answers of the read operations, already
+// encoded, so that a repeated read (the first page of the list, above all)
+// costs no query and no encoding. This file holds their whole correctness
+// rule:
 //
-//   - Every entry records the store's versions read BEFORE the query that
-//     produced it. The writer moves the versions after each commit and
-//     before answering any request of the batch. So when a read fills an
-//     entry while a write commits, the entry carries the versions from
-//     before that commit and no request that starts after the write's 201
-//     accepts it.
-//   - Creating a pet only appends: its id is greater than every id already
-//     committed. An answer that such a pet cannot change stays valid across
-//     appends (a found pet; a list page that already had more matching pets
-//     after it, since the new pet would sort after all of them). Any other
-//     entry is valid only while no write at all has committed, and every
-//     entry is dropped by a write that may change existing pets.
+//	A cached answer is served only while no write that committed after its
+//	query began could have changed it.
 //
-// The cache is a fixed array of slots indexed by a hash of the request, each
+// It holds by three parts, all here:
+//
+//   - Generations. For each resource (pets, orders) the store keeps counters
+//     that move when a write commits: appends (rows added), changes (rows
+//     changed or deleted), and changes by shard of the changed row's id.
+//   - Writes say what they change, in these terms. The store's write methods
+//     (txn methods in store_*.go) record it in the job's changeSet, the only
+//     way a job reaches the database; the writer publishes the batch's
+//     changes after the commit and before it answers any request. So a read
+//     that starts after a client saw a 2xx finds the generations moved.
+//   - Reads take the generations before their query. responseCache.item and
+//     responseCache.page read them, run the fill, and keep the answer with
+//     them; a later request is served the answer only while the generations
+//     it depends on are unchanged. An answer filled while a write commits
+//     carries the generations from before the commit, so it is never served
+//     after that write's 2xx.
+//
+// What an answer depends on follows from its kind alone:
+//
+//   - An item found by id (a pet) depends on changes to rows in its id's
+//     shard. Adding rows cannot change it. A missing item is not cached: it
+//     may be created at any moment.
+//   - A keyset page (rows with id > after, in id order, up to a limit)
+//     depends on every change of its resource. It also depends on appends
+//     unless more rows matched after it: a new row has an id greater than
+//     every id before it, so it sorts after the rows that already followed
+//     the page and cannot enter it.
+//
+// A cache is a fixed array of slots indexed by a hash of the request, each
 // holding a pointer that is swapped atomically: lookups take no lock, and
 // memory is bounded by the number of slots whatever the table's size.
 
@@ -31,52 +52,181 @@ const (
 	petCacheSlots  = 1 << 14
 )
 
-// cacheKey identifies a request whose answer is cached: a list query, or a
-// pet id (with limit 0 and no status).
+// resource names a kind of row the API serves; each has its generations.
+type resource int
+
+const (
+	petsResource resource = iota
+	numResources
+)
+
+// itemShards is how many counters track changes by id. A change to one pet
+// drops the cached answers of the pets in its shard only (1 in 256), not
+// every cached pet.
+const itemShards = 256
+
+// resourceGenerations count the commits that touched one resource.
+type resourceGenerations struct {
+	appends atomic.Uint64
+	changes atomic.Uint64
+	items   [itemShards]atomic.Uint64
+}
+
+// generations are the caches' clock: what they compare to tell whether a
+// write committed since an answer was read.
+type generations struct {
+	// epoch moves when every cached answer must go: a closed store serves
+	// nothing from its caches, so requests fail alike whether or not their
+	// answer was cached.
+	epoch     atomic.Uint64
+	resources [numResources]resourceGenerations
+}
+
+// changeSet is what a write changed, in the caches' terms.
+type changeSet struct {
+	appended [numResources]bool
+	changed  [numResources]bool
+	shards   [numResources][itemShards / 64]uint64 // bit i: a row of shard i changed
+}
+
+// shardOf is the item shard of an id.
+func shardOf(id int64) int { return int(uint64(id) * 0x9E3779B97F4A7C15 >> 56) }
+
+// appendedTo records that rows were added to res, each with an id greater
+// than every id before it.
+func (cs *changeSet) appendedTo(res resource) { cs.appended[res] = true }
+
+// changedIn records that the row id of res was changed or deleted.
+func (cs *changeSet) changedIn(res resource, id int64) {
+	cs.changed[res] = true
+	s := shardOf(id)
+	cs.shards[res][s/64] |= 1 << (s % 64)
+}
+
+// add merges other into cs.
+func (cs *changeSet) add(other changeSet) {
+	for r := range numResources {
+		cs.appended[r] = cs.appended[r] || other.appended[r]
+		cs.changed[r] = cs.changed[r] || other.changed[r]
+		for i, set := range other.shards[r] {
+			cs.shards[r][i] |= set
+		}
+	}
+}
+
+// publish moves the generations that cs touched. The writer calls it after
+// the commit and before answering.
+func (g *generations) publish(cs changeSet) {
+	for r := range numResources {
+		rg := &g.resources[r]
+		if cs.changed[r] {
+			for i, set := range cs.shards[r] {
+				for set != 0 {
+					low := set & -set
+					set ^= low
+					rg.items[i*64+bits.TrailingZeros64(low)].Add(1)
+				}
+			}
+			rg.changes.Add(1)
+		}
+		if cs.appended[r] {
+			rg.appends.Add(1)
+		}
+	}
+}
+
+// invalidateAll drops every cached answer of every resource.
+func (g *generations) invalidateAll() { g.epoch.Add(1) }
+
+// stamp is the generations an answer depends on, read before its query.
+type stamp struct {
+	epoch, appends, changes, item uint64
+}
+
+// stampFor reads the generations of res; item is the shard of id.
+func (g *generations) stampFor(res resource, id int64) stamp {
+	rg := &g.resources[res]
+	return stamp{
+		epoch:   g.epoch.Load(),
+		appends: rg.appends.Load(),
+		changes: rg.changes.Load(),
+		item:    rg.items[shardOf(id)].Load(),
+	}
+}
+
+// cacheKey identifies a cached answer: an item by id (limit 0), or a page
+// by its after, limit and filter.
 type cacheKey struct {
-	id     int64 // the pet id, or the list's after
+	id     int64 // the item's id, or the page's after
 	limit  int
-	status string
+	filter string
 }
 
-// cacheEntry is one encoded answer with what it takes to tell whether it is
-// still valid.
+// cachedPage is an encoded page of a list.
+type cachedPage struct {
+	body []byte // the whole response body, newline included
+	link string // the Link header, "" on the last page
+	more bool   // rows matching the query follow the page
+}
+
+// cacheEntry is one encoded answer with the generations it was read at.
 type cacheEntry struct {
-	key        cacheKey
-	at         snapshot // versions read before the query
-	appendSafe bool     // creating a pet cannot change this answer
-	body       []byte   // the whole response body, newline included
-	link       string   // the Link header of a list page, if any
+	key  cacheKey
+	at   stamp
+	page cachedPage // an item's body is in page.body
 }
 
-// responseCache is a bounded cache of encoded 200 answers.
+// responseCache keeps the encoded answers of one read operation on one
+// resource.
 type responseCache struct {
+	gens  *generations
+	res   resource
 	slots []atomic.Pointer[cacheEntry]
 }
 
-// newResponseCache returns an empty cache of n slots (a power of two).
-func newResponseCache(n int) *responseCache {
-	return &responseCache{slots: make([]atomic.Pointer[cacheEntry], n)}
+// newResponseCache returns an empty cache of n slots (a power of two) for
+// reads of res.
+func newResponseCache(gens *generations, res resource, n int) *responseCache {
+	return &responseCache{gens: gens, res: res, slots: make([]atomic.Pointer[cacheEntry], n)}
+}
+
+// item returns the encoded answer for the row id, from the cache while it
+// is valid, or else from fill, whose answer it keeps. An error from fill
+// (the row does not exist, or the query failed) is returned and nothing is
+// kept.
+func (c *responseCache) item(id int64, fill func() ([]byte, error)) ([]byte, error) {
+	key := cacheKey{id: id}
+	now := c.gens.stampFor(c.res, id)
+	if e := c.slot(key).Load(); e != nil && e.key == key && e.at.epoch == now.epoch && e.at.item == now.item {
+		return e.page.body, nil
+	}
+	body, err := fill()
+	if err != nil {
+		return nil, err
+	}
+	c.slot(key).Store(&cacheEntry{key: key, at: now, page: cachedPage{body: body}})
+	return body, nil
+}
+
+// page returns the encoded page for key, from the cache while it is valid,
+// or else from fill, whose answer it keeps unless fill fails.
+func (c *responseCache) page(key cacheKey, fill func() (cachedPage, error)) (cachedPage, error) {
+	now := c.gens.stampFor(c.res, 0)
+	if e := c.slot(key).Load(); e != nil && e.key == key && e.at.epoch == now.epoch &&
+		e.at.changes == now.changes && (e.page.more || e.at.appends == now.appends) {
+		return e.page, nil
+	}
+	p, err := fill()
+	if err != nil {
+		return cachedPage{}, err
+	}
+	c.slot(key).Store(&cacheEntry{key: key, at: now, page: p})
+	return p, nil
 }
 
 // slot returns the slot that key hashes to.
 func (c *responseCache) slot(key cacheKey) *atomic.Pointer[cacheEntry] {
-	h := uint64(key.id)*0x9E3779B97F4A7C15 ^ uint64(key.limit)<<32 ^ uint64(len(key.status))
+	h := uint64(key.id)*0x9E3779B97F4A7C15 ^ uint64(key.limit)<<32 ^ uint64(len(key.filter))
 	h ^= h >> 29
 	return &c.slots[h&uint64(len(c.slots)-1)]
-}
-
-// get returns the entry for key if there is one that is valid at now, the
-// versions read at the start of the request.
-func (c *responseCache) get(key cacheKey, now snapshot) (*cacheEntry, bool) {
-	e := c.slot(key).Load()
-	if e == nil || e.key != key || e.at.changes != now.changes || (!e.appendSafe && e.at.appends != now.appends) {
-		return nil, false
-	}
-	return e, true
-}
-
-// put stores e, replacing whatever its slot held.
-func (c *responseCache) put(e *cacheEntry) {
-	c.slot(e.key).Store(e)
 }

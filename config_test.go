@@ -30,10 +30,10 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	}
 	defer taken.Close()
 	aFile := filepath.Join(dir, "a-file")
-	write(t, aFile, "not a directory")
-	write(t, filepath.Join(dir, "bad-keys"), "sha256:nothex label\n")
-	write(t, filepath.Join(dir, "bad-seed.json"), `[{"name":"Rex","categoryId":1},{"name":"NoCategory"}]`)
-	write(t, filepath.Join(dir, "not-json.json"), `{"name":`)
+	writeFile(t, aFile, "not a directory")
+	writeFile(t, filepath.Join(dir, "bad-keys"), "sha256:nothex label\n")
+	writeFile(t, filepath.Join(dir, "bad-seed.json"), `[{"name":"Rex","categoryId":1},{"name":"NoCategory"}]`)
+	writeFile(t, filepath.Join(dir, "not-json.json"), `{"name":`)
 
 	tests := []struct {
 		rule    string
@@ -233,7 +233,7 @@ func TestHashKey(t *testing.T) {
 
 	// The printed line, in a key file, accepts the key.
 	keyFile := filepath.Join(t.TempDir(), "keys")
-	write(t, keyFile, strings.TrimSpace(out.String())+" hashed-client\n")
+	writeFile(t, keyFile, strings.TrimSpace(out.String())+" hashed-client\n")
 	rs := startRun(t, map[string]string{
 		"PETSTORE_ADDR":          "127.0.0.1:0",
 		"PETSTORE_DB":            filepath.Join(t.TempDir(), "pets.db"),
@@ -253,7 +253,7 @@ func TestHashKey(t *testing.T) {
 }
 
 // write creates a file with the given content.
-func write(t *testing.T, path, content string) {
+func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)

@@ -80,14 +80,35 @@ func errorf(code, format string, args ...any) *apiError {
 	return &apiError{Code: code, Message: fmt.Sprintf(format, args...), Status: statusOf(code)}
 }
 
-// writeError answers with err as the JSON error body. An err that is not an
-// *apiError is a failure of ours: the client gets a bare 500 and the details
-// go to the log only, so no SQL, path or stack ever reaches a client.
+// apiErrorOf is the one table from what the lower layers report to what a
+// client is told. An *apiError passes as it is; the store's errors become
+// the codes below (and so, through statusOf, their statuses); anything else,
+// a closed store included, is a failure of ours, for which it returns nil.
+func apiErrorOf(err error) *apiError {
+	if e, ok := errors.AsType[*apiError](err); ok {
+		return e
+	}
+	if nf, ok := errors.AsType[*notFoundError](err); ok {
+		return errorf(codeNotFound, "%s", nf.Error())
+	}
+	if errors.Is(err, errUnwritable) {
+		return errorf(codeUnavailable, "the change was not stored: the database cannot be written right now (disk full or read-only storage); reads still work; retry later")
+	}
+	return nil
+}
+
+// writeError answers with err as the JSON error body, translated by
+// apiErrorOf. A failure of ours gets a bare 500 and its details go to the log
+// only, so no SQL, path or stack ever reaches a client; a 5xx the client is
+// told about (the disk is full) is logged as a warning with its cause.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	var e *apiError
-	if !errors.As(err, &e) {
+	e := apiErrorOf(err)
+	switch {
+	case e == nil:
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = errorf(codeInternal, "the server failed to complete the request; the failure has been logged")
+	case e.Status >= 500 && !errors.As(err, new(*apiError)):
+		log.WarnContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
 	}
 	writeJSON(w, e.Status, e)
 }

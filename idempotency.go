@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -82,28 +80,75 @@ func unquoteStructuredString(v string) (string, bool) {
 	return "", false // no closing quote
 }
 
-// createdAnswer is a 201 as createPet sends it and as a replay repeats it.
-type createdAnswer struct {
-	Location string
-	Body     []byte
+// creator is a create operation (createPet), as idempotent runs it: what it
+// is called, where its resources live, and how it turns a request body into
+// a validated creation.
+type creator struct {
+	operation string // the operationId, recorded with an idempotency key
+	path      string // the collection: a created resource is at path/{id}
+	decode    func(body []byte) (creation, error)
 }
 
-// newCreatedAnswer encodes the 201 for a newly stored pet.
-func newCreatedAnswer(p Pet) createdAnswer {
-	return createdAnswer{Location: "/v1/pets/" + strconv.FormatInt(p.ID, 10), Body: petBody(p)}
+// creation is one validated create request.
+type creation struct {
+	// fingerprint identifies the request by its validated content, so that
+	// a retry that spells it differently (other spacing, field order, a
+	// default written out) is still the same request.
+	fingerprint [sha256.Size]byte
+	// write makes the resource inside the write transaction.
+	write func(tx *txn) (created, error)
 }
 
-// write sends the answer; replayed marks a repeat of an earlier answer.
-func (a createdAnswer) write(w http.ResponseWriter, replayed bool) {
-	w.Header().Set("Location", a.Location)
-	if replayed {
-		w.Header().Set(idempotencyReplayedHdr, "true")
-	}
-	writeBody(w, http.StatusCreated, a.Body)
+// created is what a creation made: the new resource's id and its body as
+// the 201 sends it.
+type created struct {
+	id   int64
+	body []byte
+}
+
+// fingerprintOf hashes the validated values of a request.
+func fingerprintOf(values ...any) [sha256.Size]byte {
+	b, _ := json.Marshal(values) // strings and integers always encode
+	return sha256.Sum256(b)
+}
+
+// idempotent serves a create operation: it reads and validates the body
+// through c, stores the resource (through ix, under the request's
+// Idempotency-Key when it has one) and answers 201 with its Location, or
+// replays the answer first given to the same key. Every create goes through
+// it in addRoutes, so every create accepts Idempotency-Key alike.
+func idempotent(log *slog.Logger, ix *idempotency, c creator) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := idempotencyKeyOf(r.Header)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		body, err := readJSONBody(w, r)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		cr, err := c.decode(body)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		res, replayed, err := ix.create(r.Context(), c.operation, key, cr)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		w.Header().Set("Location", c.path+"/"+strconv.FormatInt(res.id, 10))
+		if replayed {
+			w.Header().Set(idempotencyReplayedHdr, "true")
+		}
+		writeBody(w, http.StatusCreated, res.body)
+	})
 }
 
 // idempotencyScope names one idempotency key: keys are scoped per API key,
-// so two clients choosing the same key never see each other's pets.
+// so two clients choosing the same key never see each other's resources.
 type idempotencyScope struct {
 	apiKey [sha256.Size]byte
 	key    string
@@ -111,8 +156,9 @@ type idempotencyScope struct {
 
 // idempotency runs creates under idempotency keys. It remembers which keys
 // have a request in progress in this process, to answer a concurrent repeat
-// with 409; finished keys live in the database, so replays survive restarts.
-// One process serves a database file, so the in-process set is complete.
+// with 409; finished keys live in the database (store_idempotency.go), so
+// replays survive restarts. One process serves a database file, so the
+// in-process set is complete.
 type idempotency struct {
 	st  *store
 	ttl time.Duration // how long a key is remembered
@@ -122,58 +168,65 @@ type idempotency struct {
 	inFlight map[idempotencyScope]bool
 }
 
-// newIdempotency returns the idempotent create of st, remembering keys for ttl.
+// newIdempotency returns the idempotent creates of st, remembering keys for
+// ttl.
 func newIdempotency(st *store, ttl time.Duration, now func() time.Time) *idempotency {
 	return &idempotency{st: st, ttl: ttl, now: now, inFlight: map[idempotencyScope]bool{}}
 }
 
-// createPet stores np and returns the 201 to send. With an idempotency key
-// (key != "") it replays the stored answer of an earlier request with the
-// same key and request instead; replayed says which happened.
-func (ix *idempotency) createPet(ctx context.Context, key string, np newPet) (ans createdAnswer, replayed bool, err error) {
+// idempotentOutcome is what the write of an idempotent create found or did.
+type idempotentOutcome struct {
+	created  created
+	replay   idempotencyRecord
+	replayed bool // the key was finished: replay holds its record
+}
+
+// create runs cr. With an idempotency key (key != "") it replays the stored
+// answer of an earlier request with the same key, operation and content
+// instead, and refuses one with the same key but another request; replayed
+// says which happened.
+func (ix *idempotency) create(ctx context.Context, operation, key string, cr creation) (res created, replayed bool, err error) {
 	if key == "" {
-		pet, err := ix.st.createPet(ctx, np)
-		if err != nil {
-			return createdAnswer{}, false, err
-		}
-		return newCreatedAnswer(pet), false, nil
+		res, err := write(ctx, ix.st, cr.write)
+		return res, false, err
 	}
 	scope := idempotencyScope{key: key}
 	scope.apiKey, _ = keyIdentity(ctx)
-	fp := fingerprint(np)
 
 	// A finished key replays from a reader, without queueing for the writer.
-	if rec, found, err := ix.st.lookupIdempotencyKey(ctx, ix.st.reader, scope, ix.cutoff()); err != nil || found {
-		return rec.replay(fp, err)
+	rec, found, err := ix.st.lookupIdempotencyKey(ctx, scope, ix.cutoff())
+	if err != nil {
+		return created{}, false, err
+	}
+	if found {
+		return rec.replayFor(operation, cr.fingerprint)
 	}
 	if !ix.claim(scope) {
-		return createdAnswer{}, false, errorf(codeIdempotencyConflict, "a request with this Idempotency-Key is still being processed; wait for its answer, or retry with the same key later to receive it")
+		return created{}, false, errorf(codeIdempotencyConflict, "a request with this Idempotency-Key is still being processed; wait for its answer, or retry with the same key later to receive it")
 	}
 	defer ix.release(scope)
 
-	var (
-		rec   idempotencyRecord
-		found bool
-	)
-	// Only appends: a pet, and a row of a table the API never lists.
-	err = ix.st.write(ctx, onlyAppendsPets, func(ctx context.Context, tx *sql.Tx) error {
+	out, err := write(ctx, ix.st, func(tx *txn) (idempotentOutcome, error) {
 		// Looked up again inside the transaction: the key may have been
 		// finished between the read above and the claim.
-		var err error
-		if rec, found, err = ix.st.lookupIdempotencyKey(ctx, tx, scope, ix.cutoff()); err != nil || found {
-			return err
+		rec, found, err := tx.lookupIdempotencyKey(scope, ix.cutoff())
+		if err != nil || found {
+			return idempotentOutcome{replay: rec, replayed: found}, err
 		}
-		pet, err := ix.st.insertPetTx(ctx, tx, np)
+		res, err := cr.write(tx)
 		if err != nil {
-			return err
+			return idempotentOutcome{}, err
 		}
-		ans = newCreatedAnswer(pet)
-		return ix.st.insertIdempotencyKeyTx(ctx, tx, scope, fp, pet.ID, ans, ix.now())
+		rec = idempotencyRecord{operation: operation, fingerprint: cr.fingerprint, resourceID: res.id, body: res.body}
+		return idempotentOutcome{created: res}, tx.recordIdempotencyKey(scope, rec, ix.now())
 	})
-	if err != nil || found {
-		return rec.replay(fp, err)
+	switch {
+	case err != nil:
+		return created{}, false, err
+	case out.replayed:
+		return out.replay.replayFor(operation, cr.fingerprint)
 	}
-	return ans, false, nil
+	return out.created, false, nil
 }
 
 // cutoff is the creation instant at or before which a key is forgotten.
@@ -197,105 +250,11 @@ func (ix *idempotency) release(scope idempotencyScope) {
 	delete(ix.inFlight, scope)
 }
 
-// fingerprint identifies a create request by its validated content, so that
-// a retry that spells the same pet differently (other spacing, field order,
-// the default status written out) is still the same request.
-func fingerprint(np newPet) [sha256.Size]byte {
-	b, _ := json.Marshal([]any{np.Name, np.CategoryID, np.Status}) // strings and integers always encode
-	return sha256.Sum256(b)
-}
-
-// idempotencyRecord is a stored answer with the fingerprint of the request
-// that produced it.
-type idempotencyRecord struct {
-	fingerprint [sha256.Size]byte
-	answer      createdAnswer
-}
-
-// replay returns the stored answer for a repeat whose request has
-// fingerprint fp, or err when the lookup itself failed.
-func (rec idempotencyRecord) replay(fp [sha256.Size]byte, err error) (createdAnswer, bool, error) {
-	if err != nil {
-		return createdAnswer{}, false, err
+// replayFor returns the stored answer for a repeat of operation whose
+// request has fingerprint fp, or refuses a different request under the key.
+func (rec idempotencyRecord) replayFor(operation string, fp [sha256.Size]byte) (created, bool, error) {
+	if rec.operation != operation || rec.fingerprint != fp {
+		return created{}, false, errorf(codeIdempotencyMismatch, "this Idempotency-Key was already used with a different request; send the original request to get its answer again, or use a new key for a new request")
 	}
-	if rec.fingerprint != fp {
-		return createdAnswer{}, false, errorf(codeIdempotencyMismatch, "this Idempotency-Key was already used with a different request body; send the original body to get its answer again, or use a new key for a new pet")
-	}
-	return rec.answer, true, nil
-}
-
-// queryRower is what a lookup needs: the read pool or a write transaction.
-type queryRower interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// lookupIdempotencyKey returns the stored answer for scope, unless it was
-// created at or before cutoff.
-func (s *store) lookupIdempotencyKey(ctx context.Context, q queryRower, scope idempotencyScope, cutoff time.Time) (idempotencyRecord, bool, error) {
-	var rec idempotencyRecord
-	var fp []byte
-	err := q.QueryRowContext(ctx,
-		"SELECT fingerprint, location, body FROM idempotency_keys WHERE api_key_sha256 = ? AND idempotency_key = ? AND created_at > ?",
-		scope.apiKey[:], scope.key, cutoff.UnixMilli()).Scan(&fp, &rec.answer.Location, &rec.answer.Body)
-	if errors.Is(err, sql.ErrNoRows) {
-		return rec, false, nil
-	}
-	if err != nil {
-		return rec, false, s.failed("look up idempotency key", err)
-	}
-	copy(rec.fingerprint[:], fp)
-	return rec, true, nil
-}
-
-// insertIdempotencyKeyTx records the answer to scope inside tx, the
-// transaction that stored the pet. An expired row under the same key is
-// replaced: lookups already treat it as absent.
-func (s *store) insertIdempotencyKeyTx(ctx context.Context, tx *sql.Tx, scope idempotencyScope, fp [sha256.Size]byte, petID int64, ans createdAnswer, now time.Time) error {
-	_, err := tx.ExecContext(ctx,
-		"INSERT OR REPLACE INTO idempotency_keys (api_key_sha256, idempotency_key, fingerprint, pet_id, status, location, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		scope.apiKey[:], scope.key, fp[:], petID, http.StatusCreated, ans.Location, ans.Body, now.UnixMilli())
-	if err != nil {
-		return s.failedWrite("record idempotency key", err)
-	}
-	return nil
-}
-
-// pruneIdempotencyKeys deletes the keys created at or before cutoff and
-// returns how many it deleted.
-func (s *store) pruneIdempotencyKeys(ctx context.Context, cutoff time.Time) (int64, error) {
-	var n int64
-	// Deleting keys changes no pet: the caches keep their answers.
-	err := s.write(ctx, onlyAppendsPets, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM idempotency_keys WHERE created_at <= ?", cutoff.UnixMilli())
-		if err != nil {
-			return s.failedWrite("prune idempotency keys", err)
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return n, err
-}
-
-// pruneIdempotencyKeysEvery prunes expired keys now and then every interval
-// until ctx is done. Lookups ignore expired keys anyway; pruning only keeps
-// the table from growing without bound.
-func pruneIdempotencyKeysEvery(ctx context.Context, log *slog.Logger, st *store, ttl, interval time.Duration, now func() time.Time) {
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		n, err := st.pruneIdempotencyKeys(ctx, now().Add(-ttl))
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			log.WarnContext(ctx, "pruning idempotency keys failed; will retry", "err", err)
-		case n > 0:
-			log.InfoContext(ctx, "pruned expired idempotency keys", "count", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	return created{id: rec.resourceID, body: rec.body}, true, nil
 }

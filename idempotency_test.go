@@ -12,16 +12,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// created is what must be identical between a create and its replays.
-type created struct {
+// createAnswer is what must be identical between a create and its replays.
+type createAnswer struct {
 	Status   int
 	Location string
 	Body     string
 }
 
 // createdOf keeps the parts of a createPet answer a replay must repeat.
-func createdOf(res response) created {
-	return created{Status: res.Status, Location: res.Header.Get("Location"), Body: string(res.Body)}
+func createdOf(res response) createAnswer {
+	return createAnswer{Status: res.Status, Location: res.Header.Get("Location"), Body: string(res.Body)}
 }
 
 // withIdempotencyKey returns the headers of a create under key.

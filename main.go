@@ -214,13 +214,14 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func()
 
 // addRoutes lists every route of the service. The health checks and the API
 // document are the only routes without auth (and so without a rate limit):
-// probes and generators carry no key.
+// probes and generators carry no key. Every create goes through idempotent,
+// which gives it Idempotency-Key.
 func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) http.Handler, st *store, m *metrics, idem *idempotency, now func() time.Time) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(log, st))
 	mux.Handle("GET /metrics", auth(m.handler()))
 	mux.Handle("GET /v1/pets", auth(handleListPets(log, st)))
-	mux.Handle("POST /v1/pets", auth(handleCreatePet(log, idem)))
+	mux.Handle("POST /v1/pets", auth(idempotent(log, idem, createPet())))
 	mux.Handle("GET /v1/pets/{petId}", deprecated(m, auth(handleGetPet(log, st, now))))
 	mux.Handle("GET /v1/store/orders", auth(handleListOrders(log)))
 	mux.Handle("GET /v1/openapi.json", handleOpenAPIDocument(openapiDocument))

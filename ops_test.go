@@ -71,7 +71,7 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	keyFile := filepath.Join(t.TempDir(), "keys")
-	write(t, keyFile, "old-key web\nsteady-key monitor\n")
+	writeFile(t, keyFile, "old-key web\nsteady-key monitor\n")
 	cmd, url, stderr := startBinaryWithStderr(t, bin, "PETSTORE_ADDR=127.0.0.1:0",
 		"PETSTORE_DB="+filepath.Join(t.TempDir(), "pets.db"), "PETSTORE_API_KEYS_FILE="+keyFile)
 	status := func(key string) int {
@@ -105,7 +105,7 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 	if got := status("new-key"); got != http.StatusUnauthorized {
 		t.Fatalf("new key before rotation: status %d", got)
 	}
-	write(t, keyFile, "new-key web\nsteady-key monitor\n")
+	writeFile(t, keyFile, "new-key web\nsteady-key monitor\n")
 	cmd.Process.Signal(syscall.SIGHUP)
 	eventually(t, "the new key is accepted after SIGHUP", func() bool { return status("new-key") == http.StatusOK })
 	if got := status("old-key"); got != http.StatusUnauthorized {
@@ -113,7 +113,7 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 	}
 
 	// A file that does not parse keeps the keys in force, and says why.
-	write(t, keyFile, "new-key web extra words\n")
+	writeFile(t, keyFile, "new-key web extra words\n")
 	cmd.Process.Signal(syscall.SIGHUP)
 	eventually(t, "the failed reload is logged", func() bool { return strings.Contains(stderr.String(), "API keys not reloaded") })
 	if got := status("new-key"); got != http.StatusOK {
@@ -175,7 +175,7 @@ func TestRequestIDs(t *testing.T) {
 
 func TestJSONLogs(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "keys")
-	write(t, keyFile, "labelled-key shop-frontend\n")
+	writeFile(t, keyFile, "labelled-key shop-frontend\n")
 	rs := startRun(t, map[string]string{
 		"PETSTORE_ADDR":          "127.0.0.1:0",
 		"PETSTORE_DB":            filepath.Join(t.TempDir(), "pets.db"),
@@ -441,7 +441,7 @@ func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
 	t.Logf("%d pets acknowledged before the backup, %d in it", len(before), len(restored))
 
 	t.Run("an existing output file is never overwritten", func(t *testing.T) {
-		write(t, out+".taken", "precious")
+		writeFile(t, out+".taken", "precious")
 		err := runConfig(t, nil, "backup", "-db", ts.DBPath, out+".taken")
 		if ce, ok := errors.AsType[*configError](err); !ok || !strings.Contains(ce.problem, "refusing to overwrite") {
 			t.Errorf("backup onto an existing file = %v, want a configError refusing", err)
@@ -505,7 +505,7 @@ func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {
 
 func TestSeedLoadsOnlyIntoAnEmptyDatabase(t *testing.T) {
 	seed := filepath.Join(t.TempDir(), "seed.json")
-	write(t, seed, `[{"name":"Rex","categoryId":1},{"name":"Tom","categoryId":2,"status":"sold"},{"name":"Kit","categoryId":3,"status":"pending"}]`)
+	writeFile(t, seed, `[{"name":"Rex","categoryId":1},{"name":"Tom","categoryId":2,"status":"sold"},{"name":"Kit","categoryId":3,"status":"pending"}]`)
 	env := map[string]string{
 		"PETSTORE_ADDR":     "127.0.0.1:0",
 		"PETSTORE_DB":       filepath.Join(t.TempDir(), "pets.db"),

@@ -14,19 +14,19 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// schema creates the tables on open; every statement in it is idempotent.
-//
-//go:embed schema.sql
-var schema string
+// notFoundError is what the store returns when no row has the requested id.
+// errors.go turns it into a 404.
+type notFoundError struct {
+	what string // "pet"
+	id   int64
+}
 
-// errPetNotFound is what the store returns when no pet has the requested id;
-// handlers turn it into a 404.
-var errPetNotFound = errors.New("pet not found")
+func (e *notFoundError) Error() string { return fmt.Sprintf("no %s has id %d", e.what, e.id) }
 
 // errUnwritable marks a write that failed because the database cannot be
 // written at the moment (disk full, file or file system read-only, I/O
-// error), as opposed to a bug. Handlers answer it with 503: the request was
-// fine and may succeed later, and nothing of it was stored.
+// error), as opposed to a bug: the request was fine and may succeed later,
+// and nothing of it was stored. errors.go answers it with 503.
 var errUnwritable = errors.New("the database cannot be written")
 
 // memoryDB is the -db value that asks for an ephemeral in-memory database.
@@ -41,14 +41,17 @@ const memoryDB = ":memory:"
 //     lose the last commits on power loss).
 //   - busy_timeout(5000): a connection that finds the file locked (by a
 //     backup, or a second process) waits up to 5 s instead of failing at once.
+//   - foreign_keys(1): SQLite does not enforce REFERENCES unless asked, per
+//     connection; with it, no row can name a row that does not exist.
 //   - _txlock=immediate: a write transaction takes the write lock when it
 //     begins, so it can never fail half-way with SQLITE_BUSY on upgrade.
-const connParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+const connParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate"
 
 // errStoreClosed is what a write returns once Close has begun.
 var errStoreClosed = errors.New("store is closed")
 
-// store keeps the pets in one SQLite file.
+// store keeps the data in one SQLite file. Its SQL is in the store_*.go
+// files, one per concern; handlers never see SQL or a transaction.
 //
 // SQLite allows one writer at a time. Rather than let concurrent writers
 // collide and fail with "database is locked", all writes go through one
@@ -67,8 +70,9 @@ type store struct {
 	release     *sql.Stmt
 	rollbackTo  *sql.Stmt
 
-	// versions tell the response caches when a write has committed.
-	versions versions
+	// generations tell the response caches what a commit changed (see
+	// cache.go).
+	generations generations
 
 	jobs      chan *writeJob
 	quit      chan struct{} // closed by Close: the writer stops taking jobs
@@ -105,9 +109,14 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	// what keeps the database alive).
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
-	if _, err := writer.ExecContext(ctx, schema); err != nil {
+	ms, err := loadMigrations(sqliteMigrationFiles, "migrations/sqlite")
+	if err != nil {
 		writer.Close()
-		return nil, fmt.Errorf("apply schema to %s: %w", path, err)
+		return nil, err
+	}
+	if _, _, err := migrate(ctx, writer, ms); err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
 
 	reader, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
@@ -141,16 +150,15 @@ func openStore(ctx context.Context, path string) (*store, error) {
 
 // prepare compiles the statements once, so a request does not parse SQL.
 func (s *store) prepare(ctx context.Context) error {
-	const columns = "id, name, category_id, status"
 	stmts := []struct {
 		db    *sql.DB
 		dst   **sql.Stmt
 		query string
 	}{
-		{s.writer, &s.insertPet, "INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id"},
-		{s.reader, &s.selectPet, "SELECT " + columns + " FROM pets WHERE id = ?"},
-		{s.reader, &s.listAll, "SELECT " + columns + " FROM pets WHERE id > ? ORDER BY id LIMIT ?"},
-		{s.reader, &s.listByState, "SELECT " + columns + " FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?"},
+		{s.writer, &s.insertPet, sqlInsertPet},
+		{s.reader, &s.selectPet, sqlSelectPet},
+		{s.reader, &s.listAll, sqlListPets},
+		{s.reader, &s.listByState, sqlListPetsByStatus},
 		{s.writer, &s.savepoint, "SAVEPOINT job"},
 		{s.writer, &s.release, "RELEASE job"},
 		{s.writer, &s.rollbackTo, "ROLLBACK TO job"},
@@ -175,9 +183,7 @@ func (s *store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
 		<-s.stopped
-		// Nothing is served from the caches of a closed store: requests
-		// fail alike, whether or not their answer was cached.
-		s.versions.committed(changesPets)
+		s.generations.invalidateAll()
 		err = s.closeDB()
 	})
 	return err
@@ -223,81 +229,6 @@ func (s *store) journalMode(ctx context.Context) (string, error) {
 	return mode, nil
 }
 
-// countByStatus counts the pets of each status, for the metrics.
-func (s *store) countByStatus(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.reader.QueryContext(ctx, "SELECT status, count(*) FROM pets GROUP BY status")
-	if err != nil {
-		return nil, s.failed("count pets", err)
-	}
-	defer rows.Close()
-	counts := map[string]int64{}
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, s.failed("count pets", err)
-		}
-		counts[status] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.failed("count pets", err)
-	}
-	return counts, nil
-}
-
-// seed stores pets in one transaction when the database holds no pet yet,
-// and reports how many it stored (0 when the database was not empty), so
-// that restarting with the same -seed never adds them twice. Like every
-// write, it goes through the writer, so the response caches learn of it.
-func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
-	stored := 0
-	err := s.write(ctx, onlyAppendsPets, func(ctx context.Context, tx *sql.Tx) error {
-		stored = 0 // the job may run more than once; see write
-		var hasPets bool
-		if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pets)").Scan(&hasPets); err != nil {
-			return err
-		}
-		if hasPets {
-			return nil
-		}
-		for _, p := range pets {
-			if _, err := tx.StmtContext(ctx, s.insertPet).ExecContext(ctx, p.Name, p.CategoryID, p.Status); err != nil {
-				return err
-			}
-		}
-		stored = len(pets)
-		return nil
-	})
-	if err != nil {
-		return 0, s.failed("seed", err)
-	}
-	return stored, nil
-}
-
-// createPet stores p and returns it with its new id. It returns only once the
-// row is committed, and with synchronous=FULL, on disk.
-func (s *store) createPet(ctx context.Context, p newPet) (Pet, error) {
-	var pet Pet
-	err := s.write(ctx, onlyAppendsPets, func(ctx context.Context, tx *sql.Tx) error {
-		var err error
-		pet, err = s.insertPetTx(ctx, tx, p)
-		return err
-	})
-	return pet, err
-}
-
-// insertPetTx inserts p inside tx, which the caller commits. It is the unit
-// of work of a create, so that other writes (an idempotency record) can
-// commit atomically with it, and so that several creates can share one
-// transaction.
-func (s *store) insertPetTx(ctx context.Context, tx *sql.Tx, p newPet) (Pet, error) {
-	var id int64
-	if err := tx.StmtContext(ctx, s.insertPet).QueryRowContext(ctx, p.Name, p.CategoryID, p.Status).Scan(&id); err != nil {
-		return Pet{}, s.failedWrite("insert pet", err)
-	}
-	return Pet{ID: id, Name: p.Name, CategoryID: p.CategoryID, Status: p.Status}, nil
-}
-
 // failedWrite is failed for a write: it also marks err with errUnwritable
 // when SQLite says the database cannot be written now: SQLITE_FULL (disk
 // full, or the page limit reached), SQLITE_READONLY (read-only file or file
@@ -321,60 +252,3 @@ func (s *store) failedWrite(what string, err error) error {
 // of the API (one row by key, or at most 101 rows of an index range) that it
 // could interrupt; the busy timeout still bounds them.
 func readContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
-
-// getPet returns the pet with the given id, or errPetNotFound.
-func (s *store) getPet(ctx context.Context, id int64) (Pet, error) {
-	ctx = readContext(ctx)
-	var p Pet
-	err := s.selectPet.QueryRowContext(ctx, id).Scan(&p.ID, &p.Name, &p.CategoryID, &p.Status)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Pet{}, errPetNotFound
-	}
-	if err != nil {
-		return Pet{}, s.failed(fmt.Sprintf("select pet %d", id), err)
-	}
-	return p, nil
-}
-
-// petPage is one page of a keyset-paginated list.
-type petPage struct {
-	Pets []Pet
-	More bool // more pets match after the last one in Pets
-}
-
-// listPets returns up to q.Limit pets with id > q.After, in ascending id
-// order, filtered by q.Status when it is set.
-func (s *store) listPets(ctx context.Context, q listQuery) (petPage, error) {
-	// One row more than asked tells whether another page exists without a
-	// second query.
-	ctx = readContext(ctx)
-	var (
-		rows *sql.Rows
-		err  error
-	)
-	if q.Status == "" {
-		rows, err = s.listAll.QueryContext(ctx, q.After, q.Limit+1)
-	} else {
-		rows, err = s.listByState.QueryContext(ctx, q.Status, q.After, q.Limit+1)
-	}
-	if err != nil {
-		return petPage{}, s.failed("list pets", err)
-	}
-	defer rows.Close()
-
-	pets := make([]Pet, 0, q.Limit+1)
-	for rows.Next() {
-		var p Pet
-		if err := rows.Scan(&p.ID, &p.Name, &p.CategoryID, &p.Status); err != nil {
-			return petPage{}, s.failed("scan pet", err)
-		}
-		pets = append(pets, p)
-	}
-	if err := rows.Err(); err != nil {
-		return petPage{}, s.failed("list pets", err)
-	}
-	if len(pets) > q.Limit {
-		return petPage{Pets: pets[:q.Limit], More: true}, nil
-	}
-	return petPage{Pets: pets}, nil
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sync/atomic"
 	"time"
 )
 
@@ -29,60 +28,69 @@ const (
 	maxLinger = 500 * time.Microsecond
 )
 
-// writeEffect says what a write job does to the pets the API serves, so that
-// the response caches drop exactly what a commit may have changed.
-type writeEffect int
-
-const (
-	// onlyAppendsPets: the job inserts new pets (each with an id greater
-	// than every id before it) or writes tables the API's reads never
-	// show; it never changes or deletes an existing pet.
-	onlyAppendsPets writeEffect = iota
-	// changesPets: the job may change or delete existing pets. Every
-	// cached answer is dropped after its commit.
-	changesPets
-)
-
 // writeJob is one write, run by the writer inside the batch transaction.
 type writeJob struct {
-	ctx    context.Context
-	effect writeEffect
-	run    func(ctx context.Context, tx *sql.Tx) error
-	done   chan error // receives the job's own result, once
+	ctx  context.Context
+	run  func(tx *txn) (any, error)
+	done chan jobResult // receives the job's own result, once
 }
 
-// write runs fn inside a write transaction shared with the other writes
-// waiting at the same moment, and returns once that transaction is committed
-// (fn's error, or the commit's, when either fails). fn must do all its work
-// through tx and must not keep tx: it is committed by the writer. fn may run
-// more than once (when another job of its batch fails, the batch is rolled
-// back and run again): only the run whose transaction commits counts, so fn
-// must set its results afresh on each run and act on nothing outside tx. fn
-// runs on the writer goroutine, so it must not call write itself (that would
-// wait for the writer forever).
-func (s *store) write(ctx context.Context, effect writeEffect, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	job := &writeJob{ctx: ctx, effect: effect, run: fn, done: make(chan error, 1)}
+// jobResult is what the run of a job whose transaction committed returned,
+// or the error that kept it from committing.
+type jobResult struct {
+	value any
+	err   error
+	ok    bool // the job ran to its end and its batch committed
+}
+
+// txn is what a write job works with: the batch transaction, through the
+// store's own write methods (store_*.go), which record what each job changes
+// in the terms of the response caches (see cache.go). A job never sees the
+// *sql.Tx itself, so it cannot change a row without the caches learning of
+// it.
+type txn struct {
+	ctx     context.Context
+	tx      *sql.Tx
+	st      *store
+	changes changeSet // what this job changed, published after the commit
+}
+
+// write runs job inside a write transaction shared with the other writes
+// waiting at the same moment, and returns what job returned once that
+// transaction is committed. Outcomes a client can expect (no such pet, a key
+// already used) are part of T, not errors: an error means the job failed,
+// and the job is undone alone. job may run more than once (when another job
+// of its batch fails, the batch runs again), but the caller only ever sees
+// the result of the run that committed, so job must only act through tx.
+// job runs on the writer goroutine, so it must not call write itself.
+func write[T any](ctx context.Context, s *store, job func(tx *txn) (T, error)) (T, error) {
+	var zero T
+	j := &writeJob{ctx: ctx, done: make(chan jobResult, 1), run: func(tx *txn) (any, error) { return job(tx) }}
 	select {
-	case s.jobs <- job:
+	case s.jobs <- j:
 	case <-s.quit:
-		return errStoreClosed
+		return zero, errStoreClosed
 	case <-ctx.Done():
-		return ctx.Err()
+		return zero, ctx.Err()
 	}
 	// Once taken, a job is answered after its batch ends: waiting for that
 	// even if ctx ends means a request never returns while its row may
 	// still commit. Only a writer that stopped first never answers.
+	var res jobResult
 	select {
-	case err := <-job.done:
-		return err
+	case res = <-j.done:
 	case <-s.stopped:
 		select {
-		case err := <-job.done:
-			return err
+		case res = <-j.done:
 		default:
-			return errStoreClosed
+			return zero, errStoreClosed
 		}
 	}
+	if res.err != nil {
+		return zero, res.err
+	}
+	v, _ := res.value.(T) // a nil interface value asserts to zero
+	return v, nil
 }
 
 // writeLoop is the writer goroutine: it takes the jobs in batches until
@@ -102,7 +110,7 @@ func (s *store) writeLoop() {
 			for {
 				select {
 				case job := <-s.jobs:
-					job.done <- errStoreClosed
+					job.done <- jobResult{err: errStoreClosed}
 				default:
 					return
 				}
@@ -151,29 +159,29 @@ func (s *store) collect(batch []*writeJob, expect int) []*writeJob {
 // batch run without savepoints, so the batch must run again with them.
 var errRetryWithSavepoints = errors.New("a job failed; run the batch again with savepoints")
 
-// runBatch runs the jobs in one transaction, commits it, moves the versions,
-// then answers every job. It returns how many jobs the next batch should
-// expect: the writers active during this one, its own and those that queued
-// meanwhile. Most batches have no failing job, so they first run
-// without savepoints (three statements fewer per job). When a job fails, that
-// attempt is rolled back whole and the batch runs again with a savepoint
-// around each job, so that only the failed jobs are undone.
+// runBatch runs the jobs in one transaction, commits it, publishes what the
+// jobs changed to the caches, then answers every job. It returns how many
+// jobs the next batch should expect: the writers active during this one, its
+// own and those that queued meanwhile. Most batches have no failing job, so
+// they first run without savepoints (three statements fewer per job). When a
+// job fails, that attempt is rolled back whole and the batch runs again with
+// a savepoint around each job, so that only the failed jobs are undone.
 func (s *store) runBatch(batch []*writeJob) (expect int) {
-	results, effect, committed, err := s.attemptBatch(batch, false)
+	results, changes, committed, err := s.attemptBatch(batch, false)
 	if errors.Is(err, errRetryWithSavepoints) {
-		results, effect, committed, err = s.attemptBatch(batch, true)
+		results, changes, committed, err = s.attemptBatch(batch, true)
 	}
 	if committed {
-		// The versions move after the commit and before any job is
-		// answered: a read that starts after a client saw its 201 sees
-		// the new versions, so it is never served an answer cached from
+		// Published after the commit and before any job is answered: a
+		// read that starts after a client saw its 2xx finds the caches'
+		// generations moved, so it is never served an answer cached from
 		// before the commit.
-		s.versions.committed(effect)
+		s.generations.publish(changes)
 	}
 	expect = len(batch) + len(s.jobs)
 	for i, job := range batch {
-		if results[i] == nil {
-			results[i] = err
+		if !results[i].ok && results[i].err == nil {
+			results[i].err = err
 		}
 		job.done <- results[i]
 	}
@@ -181,105 +189,86 @@ func (s *store) runBatch(batch []*writeJob) (expect int) {
 }
 
 // attemptBatch runs the jobs in one transaction and commits it when a job
-// wrote. results holds each job's own error; err is the transaction's, which
-// every job without an error of its own shares, counted and marked as
+// succeeded. results holds each job's own result; err is the transaction's,
+// which every job without a result of its own shares, counted and marked as
 // failedWrite does (so that a full or read-only disk is a 503, not a 500).
-func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []error, effect writeEffect, committed bool, err error) {
-	results = make([]error, len(batch))
+// changes is what the jobs that succeeded changed.
+func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobResult, changes changeSet, committed bool, err error) {
+	results = make([]jobResult, len(batch))
 	// The transaction belongs to the batch, not to any one request: a
 	// client that goes away must not roll back the others' rows.
 	bg := context.Background()
-	tx, err := s.writer.BeginTx(bg, nil)
+	sqlTx, err := s.writer.BeginTx(bg, nil)
 	if err != nil {
-		return results, effect, false, s.failedWrite("begin write transaction", err)
+		return results, changes, false, s.failedWrite("begin write transaction", err)
 	}
-	defer tx.Rollback() // a no-op after Commit
-	wrote := false
+	defer sqlTx.Rollback() // a no-op after Commit
+	succeeded := false
 	for i, job := range batch {
 		if err := job.ctx.Err(); err != nil {
 			// The request ended while it waited: its write never starts.
-			results[i] = err
+			results[i].err = err
 			continue
 		}
 		// Once started, a job runs to its end: interrupting a statement
 		// half-way would only waste the work (see readContext).
-		ctx := context.WithoutCancel(job.ctx)
+		tx := &txn{ctx: context.WithoutCancel(job.ctx), tx: sqlTx, st: s}
 		switch {
 		case !savepoints:
-			if err := job.run(ctx, tx); err != nil {
+			value, err := job.run(tx)
+			if err != nil {
 				if len(batch) > 1 {
-					return results, effect, false, errRetryWithSavepoints
+					return results, changes, false, errRetryWithSavepoints
 				}
 				// Alone in the transaction, its failure leaves nothing
 				// to commit.
-				results[i] = err
+				results[i].err = err
 				continue
 			}
+			results[i] = jobResult{value: value, ok: true}
 		default:
-			jobErr, txErr := s.runInSavepoint(ctx, tx, job)
+			value, jobErr, txErr := s.runInSavepoint(tx, job)
 			if txErr != nil {
 				// The transaction itself is in doubt: nothing in it may
 				// be committed.
-				return results, effect, false, txErr
+				return results, changes, false, txErr
 			}
 			if jobErr != nil {
-				results[i] = jobErr
+				results[i].err = jobErr
 				continue
 			}
+			results[i] = jobResult{value: value, ok: true}
 		}
-		wrote = true
-		effect = max(effect, job.effect)
+		succeeded = true
+		changes.add(tx.changes)
 	}
-	if !wrote {
-		return results, effect, false, nil
+	if !succeeded {
+		return results, changes, false, nil
 	}
-	if err := tx.Commit(); err != nil {
-		return results, effect, false, s.failedWrite("commit write transaction", err)
+	if err := sqlTx.Commit(); err != nil {
+		// Every job shares the commit's failure, whatever it returned.
+		clear(results)
+		return results, changes, false, s.failedWrite("commit write transaction", err)
 	}
-	return results, effect, true, nil
+	return results, changes, true, nil
 }
 
 // runInSavepoint runs one job inside a savepoint, so that its failure
 // (jobErr) undoes only its own statements. txErr means the transaction can no
 // longer be trusted.
-func (s *store) runInSavepoint(ctx context.Context, tx *sql.Tx, job *writeJob) (jobErr, txErr error) {
-	if _, err := tx.StmtContext(ctx, s.savepoint).ExecContext(ctx); err != nil {
-		return nil, s.failedWrite("savepoint", err)
+func (s *store) runInSavepoint(tx *txn, job *writeJob) (value any, jobErr, txErr error) {
+	ctx := tx.ctx
+	if _, err := tx.tx.StmtContext(ctx, s.savepoint).ExecContext(ctx); err != nil {
+		return nil, nil, s.failedWrite("savepoint", err)
 	}
-	jobErr = job.run(ctx, tx)
+	value, jobErr = job.run(tx)
 	if jobErr != nil {
-		if _, err := tx.StmtContext(ctx, s.rollbackTo).ExecContext(ctx); err != nil {
-			return nil, s.failedWrite("rollback to savepoint", err)
+		if _, err := tx.tx.StmtContext(ctx, s.rollbackTo).ExecContext(ctx); err != nil {
+			return nil, nil, s.failedWrite("rollback to savepoint", err)
 		}
 	}
-	if _, err := tx.StmtContext(ctx, s.release).ExecContext(ctx); err != nil {
-		return nil, s.failedWrite("release savepoint", err)
+	if _, err := tx.tx.StmtContext(ctx, s.release).ExecContext(ctx); err != nil {
+		return nil, nil, s.failedWrite("release savepoint", err)
 	}
-	return jobErr, nil
-}
-
-// versions count the commits that touched pets, for the response caches. A
-// cached answer records the versions read before its query ran; it may be
-// served only while they still hold (see cacheEntry.fresh).
-type versions struct {
-	appends atomic.Uint64 // commits of any write
-	changes atomic.Uint64 // commits that may have changed or deleted a pet
-}
-
-// snapshot is the pair of versions at one instant.
-type snapshot struct{ appends, changes uint64 }
-
-// now reads both versions. Both move only after a commit and are read
-// before the query that fills a cache entry, so that query always ran after
-// every commit the snapshot counts.
-func (v *versions) now() snapshot {
-	return snapshot{appends: v.appends.Load(), changes: v.changes.Load()}
-}
-
-// committed records a commit with the given effect.
-func (v *versions) committed(effect writeEffect) {
-	if effect == changesPets {
-		v.changes.Add(1)
-	}
-	v.appends.Add(1)
+	return value, jobErr, nil
 }

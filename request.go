@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// This file reads what clients send, the same way for every operation: JSON
+// bodies (readJSONBody, then decodeObject with one decoder per field) and the
+// query of a list (parseListQuery). The resources' own rules (what a name
+// may hold, which statuses exist) are in their handler files.
+
+// Limits of requests; the README's decision table states each of them.
+const (
+	defaultLimit = 20
+	maxLimit     = 100
+	maxBodyBytes = 1 << 20 // 1 MiB
+)
+
+// readJSONBody checks the media type and reads the whole body, refusing more
+// than maxBodyBytes.
+func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return nil, errorf(codeUnsupportedMediaType, "the request body must be JSON, sent with Content-Type: application/json")
+		}
+	}
+	if r.ContentLength > maxBodyBytes {
+		return nil, errorf(codePayloadTooLarge, "the request body is %d bytes; the limit is %d bytes (1 MiB)", r.ContentLength, maxBodyBytes)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, errorf(codePayloadTooLarge, "the request body is larger than the limit of %d bytes (1 MiB)", maxBodyBytes)
+		}
+		return nil, errorf(codeInvalidBody, "the request body could not be read completely")
+	}
+	return body, nil
+}
+
+// object describes a JSON object a request body holds, for decodeObject.
+type object struct {
+	name    string  // the schema's name in the API document, e.g. NewPet
+	example string  // a valid body, shown when the body is not an object
+	fields  []field // every field it may have
+}
+
+// field is one member of an object: how to decode its value into its
+// destination, and whether it must be present.
+type field struct {
+	name     string
+	required bool
+	decode   func(raw json.RawMessage) error
+}
+
+// fieldNames lists the fields for messages: "name, categoryId and status".
+func (o object) fieldNames() string {
+	names := make([]string, len(o.fields))
+	for i, f := range o.fields {
+		names[i] = f.name
+	}
+	return joinWords(names)
+}
+
+// joinWords joins words as a sentence does: "a", "a and b", "a, b and c".
+func joinWords(words []string) string {
+	if len(words) <= 1 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+}
+
+// decodeObject parses body as one JSON object of o's fields, decoding each
+// value with its field's decoder. It walks the object token by token rather
+// than unmarshalling into a struct, because encoding/json would quietly
+// accept what the API refuses: keys in the wrong case, a repeated key (last
+// one wins), a number written as a string into a json.Number, and fractions
+// or exponents truncated into an integer. It refuses an unknown field (and
+// "id", which the service assigns), a repeated one, a missing required one,
+// and anything after the object.
+func decodeObject(body []byte, o object) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return errorf(codeInvalidBody, "the request body is empty; send a %s such as %s", o.name, o.example)
+	}
+	if !utf8.Valid(body) {
+		return errorf(codeInvalidBody, "the request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return jsonSyntaxError(err)
+	}
+	if tok != json.Delim('{') {
+		return errorf(codeInvalidBody, "the request body must be a JSON object (a %s such as %s)", o.name, o.example)
+	}
+	seen := make([]bool, len(o.fields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return jsonSyntaxError(err)
+		}
+		key, _ := tok.(string) // inside an object, the decoder only yields string keys
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return jsonSyntaxError(err)
+		}
+		i := slices.IndexFunc(o.fields, func(f field) bool { return f.name == key })
+		switch {
+		case i < 0 && key == "id":
+			return errorf(codeInvalidField, "field id must not be sent: the service assigns ids")
+		case i < 0:
+			return errorf(codeInvalidField, "unknown field %q; a %s has the fields %s", abbreviate(key), o.name, o.fieldNames())
+		case seen[i]:
+			return errorf(codeInvalidField, "field %s appears more than once", key)
+		}
+		seen[i] = true
+		if err := o.fields[i].decode(raw); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return jsonSyntaxError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errorf(codeInvalidBody, "the request body must hold one JSON object and nothing after it")
+	}
+	var missing []string
+	for i, f := range o.fields {
+		if f.required && !seen[i] {
+			missing = append(missing, f.name)
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return errorf(codeInvalidField, "field %s is required", missing[0])
+	default:
+		return errorf(codeInvalidField, "fields %s are required", joinWords(missing))
+	}
+}
+
+// jsonSyntaxError explains why the body is not JSON, with the byte offset
+// where a syntax error was found.
+func jsonSyntaxError(err error) error {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return errorf(codeInvalidBody, "the request body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return errorf(codeInvalidBody, "the request body is not valid JSON: it ends before the object is complete")
+	}
+	return errorf(codeInvalidBody, "the request body is not valid JSON: %s", err.Error())
+}
+
+// decodeID accepts a JSON integer from 1 to 2^63-1 into dst, written as an
+// integer: a string, a fraction or an exponent form is refused, even when its
+// value is whole, because a client sending one has a bug worth hearing about.
+func decodeID(name string, raw json.RawMessage, dst *int64) error {
+	msg := "field " + name + " must be a JSON integer from 1 to 9223372036854775807"
+	s := string(raw)
+	switch {
+	case jsonKind(raw) != "number":
+		return errorf(codeInvalidField, "%s, not a %s", msg, jsonKind(raw))
+	case strings.ContainsAny(s, ".eE"):
+		return errorf(codeInvalidField, "%s, written without fraction or exponent; got %s", msg, abbreviate(s))
+	}
+	n, ok := parseDecimal(s) // a leading '-' fails here too
+	if !ok || n < 1 {
+		return errorf(codeInvalidField, "%s; got %s", msg, abbreviate(s))
+	}
+	*dst = n
+	return nil
+}
+
+// decodeEnum accepts a JSON string that is one of values into dst.
+func decodeEnum(name string, values []string, raw json.RawMessage, dst *string) error {
+	var s string
+	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil || !slices.Contains(values, s) {
+		return errorf(codeInvalidField, "field %s must be one of %s", name, strings.Join(values, ", "))
+	}
+	*dst = s
+	return nil
+}
+
+// jsonKind names the kind of a JSON value for error messages.
+func jsonKind(raw json.RawMessage) string {
+	switch raw[0] {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	default:
+		return "number"
+	}
+}
+
+// abbreviate shortens what a client sent to a length fit for an error message.
+func abbreviate(s string) string {
+	const max = 32
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}
+
+// parseDecimal parses a non-negative int64 written in plain decimal digits:
+// no sign, no spaces, no exponent.
+func parseDecimal(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// parsePathID reads a resource id from a path segment: a positive int64.
+func parsePathID(raw string) (int64, bool) {
+	id, ok := parseDecimal(raw)
+	return id, ok && id >= 1
+}
+
+// listSpec is what a list operation accepts: every list takes limit (1 to
+// maxLimit, default defaultLimit) and after (keyset pagination by id), and
+// a status filter over its own statuses.
+type listSpec struct {
+	operation string   // the operationId, for messages: listPets
+	item      string   // what after names, for messages: pet
+	path      string   // the list's path, for the Link to the next page
+	statuses  []string // the values of the status filter
+}
+
+// listQuery is a validated list query.
+type listQuery struct {
+	page   pageRequest
+	status string // "" means no filter
+}
+
+// parseListQuery validates the query string of a list. A value out of range
+// is an error, never silently corrected: a client asking for 500 items and
+// getting 100 would think it had them all.
+func parseListQuery(raw string, spec listSpec) (listQuery, error) {
+	q := listQuery{page: pageRequest{limit: defaultLimit}}
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, errorf(codeInvalidParameter, "the query string is not valid URL encoding; parameters are limit, status and after, joined with '&'")
+	}
+	for name, vs := range values {
+		if len(vs) > 1 {
+			return q, errorf(codeInvalidParameter, "parameter %s is given %d times; give it at most once", abbreviate(name), len(vs))
+		}
+		v := vs[0]
+		switch name {
+		case "limit":
+			n, ok := parseDecimal(v)
+			if !ok || n < 1 || n > maxLimit {
+				return q, errorf(codeInvalidParameter, "parameter limit must be an integer from 1 to %d", maxLimit)
+			}
+			q.page.limit = int(n)
+		case "status":
+			if !slices.Contains(spec.statuses, v) {
+				return q, errorf(codeInvalidParameter, "parameter status must be one of %s", strings.Join(spec.statuses, ", "))
+			}
+			q.status = v
+		case "after":
+			n, ok := parseDecimal(v)
+			if !ok {
+				return q, errorf(codeInvalidParameter, "parameter after must be a %s id: an integer from 0 to 9223372036854775807", spec.item)
+			}
+			q.page.after = n
+		default:
+			return q, errorf(codeInvalidParameter, "unknown parameter %q; %s takes limit, status and after", abbreviate(name), spec.operation)
+		}
+	}
+	return q, nil
+}
+
+// nextLink is the RFC 8288 Link header that points at the page after the
+// item with id last, with the same limit and filter.
+func (spec listSpec) nextLink(q listQuery, last int64) string {
+	var b strings.Builder
+	b.WriteString("<")
+	b.WriteString(spec.path)
+	b.WriteString("?limit=")
+	b.WriteString(strconv.Itoa(q.page.limit))
+	if q.status != "" {
+		b.WriteString("&status=")
+		b.WriteString(q.status)
+	}
+	b.WriteString("&after=")
+	b.WriteString(strconv.FormatInt(last, 10))
+	b.WriteString(`>; rel="next"`)
+	return b.String()
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// The SQL of idempotency keys: a record per finished key, written in the
+// same transaction as the resource it answers, so that after a crash either
+// both exist or neither does.
+
+// idempotencyRecord is what the database keeps of a finished key: which
+// operation made which resource, the body it answered, and the fingerprint
+// of the request, to tell a retry from another request under the same key.
+type idempotencyRecord struct {
+	operation   string
+	fingerprint [sha256.Size]byte
+	resourceID  int64
+	body        []byte
+}
+
+// sqlLookupIdempotencyKey finds an unexpired record.
+const sqlLookupIdempotencyKey = "SELECT operation, fingerprint, resource_id, body FROM idempotency_keys WHERE api_key_sha256 = ? AND idempotency_key = ? AND created_at > ?"
+
+// lookupIdempotencyKey returns the record of scope from the read pool,
+// unless it was created at or before cutoff.
+func (s *store) lookupIdempotencyKey(ctx context.Context, scope idempotencyScope, cutoff time.Time) (idempotencyRecord, bool, error) {
+	row := s.reader.QueryRowContext(readContext(ctx), sqlLookupIdempotencyKey, scope.apiKey[:], scope.key, cutoff.UnixMilli())
+	return s.scanIdempotencyRecord(row)
+}
+
+// lookupIdempotencyKey is the lookup inside a write transaction.
+func (tx *txn) lookupIdempotencyKey(scope idempotencyScope, cutoff time.Time) (idempotencyRecord, bool, error) {
+	row := tx.tx.QueryRowContext(tx.ctx, sqlLookupIdempotencyKey, scope.apiKey[:], scope.key, cutoff.UnixMilli())
+	return tx.st.scanIdempotencyRecord(row)
+}
+
+// scanIdempotencyRecord reads the row of a lookup; found is false when
+// there is none.
+func (s *store) scanIdempotencyRecord(row *sql.Row) (rec idempotencyRecord, found bool, err error) {
+	var fp []byte
+	err = row.Scan(&rec.operation, &fp, &rec.resourceID, &rec.body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return rec, false, nil
+	}
+	if err != nil {
+		return rec, false, s.failed("look up idempotency key", err)
+	}
+	copy(rec.fingerprint[:], fp)
+	return rec, true, nil
+}
+
+// recordIdempotencyKey records rec under scope, in the transaction that made
+// its resource. An expired row under the same key is replaced: lookups
+// already treat it as absent. No response cache shows these rows, so the
+// write changes nothing the caches hold.
+func (tx *txn) recordIdempotencyKey(scope idempotencyScope, rec idempotencyRecord, now time.Time) error {
+	_, err := tx.tx.ExecContext(tx.ctx,
+		"INSERT OR REPLACE INTO idempotency_keys (api_key_sha256, idempotency_key, operation, fingerprint, resource_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		scope.apiKey[:], scope.key, rec.operation, rec.fingerprint[:], rec.resourceID, rec.body, now.UnixMilli())
+	if err != nil {
+		return tx.st.failedWrite("record idempotency key", err)
+	}
+	return nil
+}
+
+// pruneIdempotencyKeys deletes the keys created at or before cutoff and
+// returns how many it deleted.
+func (s *store) pruneIdempotencyKeys(ctx context.Context, cutoff time.Time) (int64, error) {
+	return write(ctx, s, func(tx *txn) (int64, error) {
+		res, err := tx.tx.ExecContext(tx.ctx, "DELETE FROM idempotency_keys WHERE created_at <= ?", cutoff.UnixMilli())
+		if err != nil {
+			return 0, tx.st.failedWrite("prune idempotency keys", err)
+		}
+		return res.RowsAffected()
+	})
+}
+
+// pruneIdempotencyKeysEvery prunes expired keys now and then every interval
+// until ctx is done. Lookups ignore expired keys anyway; pruning only keeps
+// the table from growing without bound.
+func pruneIdempotencyKeysEvery(ctx context.Context, log *slog.Logger, st *store, ttl, interval time.Duration, now func() time.Time) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		n, err := st.pruneIdempotencyKeys(ctx, now().Add(-ttl))
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			log.WarnContext(ctx, "pruning idempotency keys failed; will retry", "err", err)
+		case n > 0:
+			log.InfoContext(ctx, "pruned expired idempotency keys", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
