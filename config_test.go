@@ -251,11 +251,3 @@ func TestHashKey(t *testing.T) {
 		t.Errorf("hash-key with an empty line = %v, want a configError", err)
 	}
 }
-
-// write creates a file with the given content.
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -96,41 +95,6 @@ func postCreate(client *http.Client, url, body, key string) (response, error) {
 	return response{Status: res.StatusCode, Header: res.Header, Body: b}, nil
 }
 
-// listAllPets pages through GET /v1/pets and returns every pet.
-func listAllPets(t *testing.T, url string) []Pet {
-	t.Helper()
-	var all []Pet
-	after := int64(0)
-	for {
-		res := doRequest(t, url, "GET", fmt.Sprintf("/v1/pets?limit=100&after=%d", after), "", nil)
-		if res.Status != http.StatusOK {
-			t.Fatalf("list: status %d, body %s", res.Status, res.Body)
-		}
-		page := decode[[]Pet](t, res)
-		all = append(all, page...)
-		if res.Header.Get("Link") == "" {
-			return all
-		}
-		after = page[len(page)-1].ID
-	}
-}
-
-// integrityCheck runs PRAGMA integrity_check on the file at path, as a
-// separate process would after the service died.
-func integrityCheck(t *testing.T, path string) string {
-	t.Helper()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var result string
-	if err := db.QueryRowContext(t.Context(), "PRAGMA integrity_check").Scan(&result); err != nil {
-		t.Fatalf("integrity_check: %v", err)
-	}
-	return result
-}
-
 // acknowledged returns the pets whose create got a 201, by name.
 func acknowledged(t *testing.T, attempts []createAttempt) map[string]Pet {
 	t.Helper()
@@ -165,7 +129,8 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 	var keyed []createAttempt // every create sent with an Idempotency-Key, answered or not
 	var before []Pet          // the catalogue before the current round
 	for round := range rounds {
-		cmd, url := startBinary(t, bin, env...)
+		svc := startBinary(t, bin, env...)
+		cmd, url := svc.Cmd, svc.URL
 		// A random moment, long enough for a few hundred creates.
 		stop, stopped := signalAtRandom(cmd, syscall.SIGKILL, 150*time.Millisecond, 450*time.Millisecond)
 		attempts := createLoad(t, url, fmt.Sprintf("kill%d", round), workers, stop, stopped)
@@ -182,8 +147,8 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 			t.Fatalf("round %d: PRAGMA integrity_check after SIGKILL = %q, want ok", round, got)
 		}
 
-		_, url = startBinary(t, bin, env...)
-		now := listAllPets(t, url)
+		url = startBinary(t, bin, env...).URL
+		now := listAll[Pet](t, url, "/v1/pets?limit=100", nil, nil)
 		checkAfterCrash(t, round, acked, before, now)
 		before = now
 		t.Logf("round %d: %d creates sent, %d acknowledged in total, %d pets stored", round, len(attempts), len(acked), len(now))
@@ -193,7 +158,7 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 	// retried with its key: an acknowledged one replays its exact answer, one
 	// the kill interrupted is either replayed (it was committed) or
 	// processed now; either way each ends up as exactly one pet.
-	_, url := startBinary(t, bin, env...)
+	url := startBinary(t, bin, env...).URL
 	client := &http.Client{Timeout: 20 * time.Second}
 	defer client.CloseIdleConnections()
 	replayed := map[string]Pet{}
@@ -210,7 +175,7 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 		replayed[a.Name] = decode[Pet](t, res)
 	}
 	byName := map[string][]Pet{}
-	for _, p := range listAllPets(t, url) {
+	for _, p := range listAll[Pet](t, url, "/v1/pets?limit=100", nil, nil) {
 		byName[p.Name] = append(byName[p.Name], p)
 	}
 	for name, p := range replayed {
@@ -269,7 +234,8 @@ func TestSIGTERMAnswersEveryInFlightCreate(t *testing.T) {
 	bin := buildBinary(t)
 	dbPath := filepath.Join(t.TempDir(), "pets.db")
 	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + dbPath, "PETSTORE_API_KEYS=" + testKey}
-	cmd, url := startBinary(t, bin, env...)
+	svc := startBinary(t, bin, env...)
+	cmd, url := svc.Cmd, svc.URL
 
 	// The workers stop on their first refused connection.
 	stop, stopped := signalAtRandom(cmd, syscall.SIGTERM, 150*time.Millisecond, 350*time.Millisecond)
@@ -284,9 +250,9 @@ func TestSIGTERMAnswersEveryInFlightCreate(t *testing.T) {
 
 	// The catalogue is exactly the acknowledged pets: none lost, and none
 	// stored whose answer never reached its client.
-	_, url = startBinary(t, bin, env...)
+	url = startBinary(t, bin, env...).URL
 	got := map[string]Pet{}
-	for _, p := range listAllPets(t, url) {
+	for _, p := range listAll[Pet](t, url, "/v1/pets?limit=100", nil, nil) {
 		got[p.Name] = p
 	}
 	if diff := cmp.Diff(acked, got); diff != "" {

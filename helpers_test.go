@@ -1,16 +1,23 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,14 +26,30 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// The keys every test server accepts.
+// This file holds every helper the tests share: one way to start the
+// service at each of its three levels, one way to send a request, one way to
+// walk all the pages of a list, one fake clock. Request helpers report a
+// failure with t.Errorf and return a zero value, never t.Fatal, so that they
+// are safe in the goroutines of concurrent tests.
+
+// The keys every test service accepts.
 const (
 	testKey      = "test-key-0123456789"
 	otherTestKey = "second-key-abcdef"
 )
 
-// testServer is the real handler over a real SQLite file in t.TempDir(),
-// served by httptest on 127.0.0.1.
+// The three levels at which a test starts the service:
+//
+//   - newTestServer: the handler newServer builds, over a real SQLite file in
+//     t.TempDir(), served by httptest on 127.0.0.1. Most tests use it: the
+//     store is at hand, and options set the clock, limits, file and keys.
+//   - startRun: the whole program, run() in-process on 127.0.0.1:0 with a
+//     fake environment: settings, start-up, the http.Server's limits and
+//     shutdown.
+//   - startBinary: the real binary, as shipped (CGO off): signals, crashes
+//     and the exit code.
+
+// testServer is the real handler over a real SQLite file, served by httptest.
 type testServer struct {
 	URL     string
 	DBPath  string
@@ -35,13 +58,16 @@ type testServer struct {
 	Log     *syncBuffer  // everything the service logged
 }
 
-// serverOption changes how newTestServer builds the server.
-type serverOption func(*serverConfig)
-
+// serverConfig is what the serverOptions of newTestServer change.
 type serverConfig struct {
 	now    func() time.Time
 	limits limits
+	dbPath string
+	keys   []string
 }
+
+// serverOption changes how newTestServer builds the server.
+type serverOption func(*serverConfig)
 
 // withClock makes the server read the time from now.
 func withClock(now func() time.Time) serverOption {
@@ -53,24 +79,219 @@ func withLimits(l limits) serverOption {
 	return func(c *serverConfig) { c.limits = l }
 }
 
+// atPath serves the database file at path instead of a fresh one.
+func atPath(path string) serverOption {
+	return func(c *serverConfig) { c.dbPath = path }
+}
+
+// withKeys replaces the accepted keys (testKey and otherTestKey).
+func withKeys(keys ...string) serverOption {
+	return func(c *serverConfig) { c.keys = keys }
+}
+
 // newTestServer starts the service on a fresh database.
 func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	t.Helper()
-	cfg := serverConfig{now: time.Now, limits: limits{idempotencyTTL: defaultIdempotencyTTL}}
+	cfg := serverConfig{
+		now:    time.Now,
+		limits: limits{idempotencyTTL: defaultIdempotencyTTL},
+		dbPath: filepath.Join(t.TempDir(), "pets.db"),
+		keys:   []string{testKey, otherTestKey},
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	dbPath := filepath.Join(t.TempDir(), "pets.db")
-	st, err := openStore(t.Context(), dbPath)
+	st, err := openStore(t.Context(), cfg.dbPath)
 	if err != nil {
 		t.Fatalf("openStore: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
 	logBuf := &syncBuffer{}
-	h := newServer(slogTo(logBuf), staticKeyring(testKey, otherTestKey), st, newMetrics(st), cfg.now, cfg.limits)
+	h := newServer(slogTo(logBuf), staticKeyring(cfg.keys...), st, newMetrics(st), cfg.now, cfg.limits)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &testServer{URL: srv.URL, DBPath: dbPath, Store: st, Handler: h, Log: logBuf}
+	return &testServer{URL: srv.URL, DBPath: cfg.dbPath, Store: st, Handler: h, Log: logBuf}
+}
+
+// urlLine is the launch contract: the line the service prints once it accepts
+// connections.
+var urlLine = regexp.MustCompile(`^petstore listening on (http://127\.0\.0\.1:[0-9]+)$`)
+
+// runningService is run() started in-process, as an integration test of
+// another project would start the binary.
+type runningService struct {
+	URL    string
+	Stderr *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// mapEnv is a getenv reading env.
+func mapEnv(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+// startRun starts run with the given environment and waits for the URL line.
+func startRun(t *testing.T, env map[string]string, args ...string) *runningService {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdoutR, stdoutW := io.Pipe()
+	rs := &runningService{Stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		err := run(ctx, args, mapEnv(env), strings.NewReader(""), stdoutW, rs.Stderr)
+		stdoutW.CloseWithError(fmt.Errorf("run returned: %v", err))
+		rs.done <- err
+	}()
+	t.Cleanup(func() {
+		rs.cancel()
+		<-rs.done
+	})
+	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no URL line on stdout: %v; stderr:\n%s", err, rs.Stderr)
+	}
+	go io.Copy(io.Discard, stdoutR)
+	m := urlLine.FindStringSubmatch(strings.TrimSuffix(line, "\n"))
+	if m == nil {
+		t.Fatalf("stdout line %q does not match %v", line, urlLine)
+	}
+	rs.URL = m[1]
+	return rs
+}
+
+// stop cancels run, as SIGTERM does in main, and returns what run returned.
+func (rs *runningService) stop(t *testing.T) error {
+	t.Helper()
+	rs.cancel()
+	select {
+	case err := <-rs.done:
+		rs.done <- err // for the cleanup
+		return err
+	case <-time.After(15 * time.Second):
+		t.Fatalf("run did not return within 15s of cancellation")
+		return nil
+	}
+}
+
+// testBinary is the service built once for the whole test binary: several
+// tests run the real process, and one build is most of their cost. It is the
+// test package's one piece of shared state; TestMain removes the build.
+var testBinary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// buildBinary returns the path of the service compiled with CGO off, as it
+// ships, building it on first use.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	testBinary.once.Do(func() {
+		testBinary.dir, testBinary.err = os.MkdirTemp("", "petstore-test-")
+		if testBinary.err != nil {
+			return
+		}
+		testBinary.path = filepath.Join(testBinary.dir, "petstore")
+		cmd := exec.Command("go", "build", "-o", testBinary.path, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			testBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if testBinary.err != nil {
+		t.Fatal(testBinary.err)
+	}
+	return testBinary.path
+}
+
+// process is the real binary, started by startBinary.
+type process struct {
+	Cmd    *exec.Cmd
+	URL    string
+	Stderr *syncBuffer // everything the process logged
+}
+
+// startBinary starts the built service with env added to this process's
+// environment, and returns once it printed its URL. The process is killed
+// at the end of the test if it still runs (only it, by its PID).
+func startBinary(t *testing.T, bin string, env ...string) *process {
+	t.Helper()
+	p := &process{Cmd: exec.Command(bin), Stderr: &syncBuffer{}}
+	p.Cmd.Env = append(os.Environ(), env...)
+	p.Cmd.Stderr = p.Stderr
+	stdout, err := p.Cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Cmd.Process.Kill()
+		p.Cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no URL line: %v; stderr:\n%s", err, p.Stderr)
+	}
+	m := urlLine.FindStringSubmatch(strings.TrimSpace(line))
+	if m == nil {
+		t.Fatalf("stdout line %q does not match %v", line, urlLine)
+	}
+	p.URL = m[1]
+	return p
+}
+
+// waitForLog waits until the process, started with PETSTORE_LOG_FORMAT=json,
+// has logged a record with the message msg.
+func (p *process) waitForLog(t *testing.T, msg string) {
+	t.Helper()
+	eventually(t, "the process logs "+strconv.Quote(msg), func() bool {
+		return slices.ContainsFunc(p.Stderr.records(t), func(r logRecord) bool { return r["msg"] == msg })
+	})
+}
+
+// startSlowCreate starts a createPet whose body the test writes, piece by
+// piece, into the returned writer, and returns once the handler has started
+// reading it: the request asks for 100 Continue, which the server sends only
+// then. The answer arrives on the channel.
+func startSlowCreate(t *testing.T, base string) (<-chan slowAnswer, *io.PipeWriter) {
+	t.Helper()
+	bodyR, bodyW := io.Pipe()
+	reading := make(chan struct{})
+	ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{Got100Continue: func() { close(reading) }})
+	req, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/pets", bodyR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Expect", "100-continue")
+	// The client sends the body only after the 100, and waits for it.
+	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	t.Cleanup(client.CloseIdleConnections)
+	answer := make(chan slowAnswer, 1)
+	go func() {
+		res, err := client.Do(req)
+		if err != nil {
+			answer <- slowAnswer{err: err}
+			return
+		}
+		answer <- slowAnswer{res: readResponse(t, res)}
+	}()
+	select {
+	case <-reading:
+	case a := <-answer:
+		t.Fatalf("the create was answered before its body was read: %v %d %s", a.err, a.res.Status, a.res.Body)
+	}
+	return answer, bodyW
+}
+
+// slowAnswer is the outcome of a request started by startSlowCreate.
+type slowAnswer struct {
+	res response
+	err error
 }
 
 // response is what a test keeps of an HTTP answer.
@@ -82,17 +303,19 @@ type response struct {
 
 // do sends a request with the test key and, when body is not empty, a JSON
 // Content-Type. hdr adds or replaces headers; an empty value removes one.
-func (ts *testServer) do(t *testing.T, method, path, body string, hdr map[string]string) response {
+func (ts *testServer) do(t testing.TB, method, path, body string, hdr map[string]string) response {
 	t.Helper()
 	return doRequest(t, ts.URL, method, path, body, hdr)
 }
 
-// doRequest is do for any base URL (the real binary's, for example).
-func doRequest(t *testing.T, base, method, path, body string, hdr map[string]string) response {
+// doRequest is do for any base URL (run's or the real binary's). A request
+// that gets no answer fails the test and returns a zero response.
+func doRequest(t testing.TB, base, method, path, body string, hdr map[string]string) response {
 	t.Helper()
 	res, err := http.DefaultClient.Do(newRequest(t, base, method, path, body, hdr))
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		t.Errorf("%s %s: %v", method, path, err)
+		return response{}
 	}
 	return readResponse(t, res)
 }
@@ -100,7 +323,7 @@ func doRequest(t *testing.T, base, method, path, body string, hdr map[string]str
 // newRequest builds the request do sends: the test key and, when body is not
 // empty, a JSON Content-Type; hdr adds or replaces headers, and an empty
 // value removes one.
-func newRequest(t *testing.T, base, method, path, body string, hdr map[string]string) *http.Request {
+func newRequest(t testing.TB, base, method, path, body string, hdr map[string]string) *http.Request {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -108,6 +331,7 @@ func newRequest(t *testing.T, base, method, path, body string, hdr map[string]st
 	}
 	req, err := http.NewRequestWithContext(t.Context(), method, base+path, rd)
 	if err != nil {
+		// A path the test wrote wrong: a mistake of the set-up.
 		t.Fatalf("NewRequest(%s %s): %v", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+testKey)
@@ -125,22 +349,23 @@ func newRequest(t *testing.T, base, method, path, body string, hdr map[string]st
 }
 
 // readResponse reads and closes res.
-func readResponse(t *testing.T, res *http.Response) response {
+func readResponse(t testing.TB, res *http.Response) response {
 	t.Helper()
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		t.Fatalf("read body: %v", err)
+		t.Errorf("%s %s: read body: %v", res.Request.Method, res.Request.URL.Path, err)
 	}
 	return response{Status: res.StatusCode, Header: res.Header, Body: b}
 }
 
-// slogTo returns a text logger writing to w.
-func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+// slogTo returns a JSON logger writing to w, whose records a test reads
+// with syncBuffer.records.
+func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
 
-// createPet adds a pet through the API and returns it, failing the test on
-// anything but a 201.
-func (ts *testServer) createPet(t *testing.T, name string, categoryID int64, status string) Pet {
+// createPet adds a pet through the API and returns it; anything but a 201
+// fails the test.
+func (ts *testServer) createPet(t testing.TB, name string, categoryID int64, status string) Pet {
 	t.Helper()
 	body := map[string]any{"name": name, "categoryId": categoryID}
 	if status != "" {
@@ -149,26 +374,27 @@ func (ts *testServer) createPet(t *testing.T, name string, categoryID int64, sta
 	b, _ := json.Marshal(body)
 	res := ts.do(t, "POST", "/v1/pets", string(b), nil)
 	if res.Status != http.StatusCreated {
-		t.Fatalf("POST /v1/pets %s: status %d, body %s", b, res.Status, res.Body)
+		t.Errorf("POST /v1/pets %s: status %d, body %s", b, res.Status, res.Body)
+		return Pet{}
 	}
 	return decode[Pet](t, res)
 }
 
 // decode parses a JSON response body into a T, refusing unknown fields.
-func decode[T any](t *testing.T, res response) T {
+func decode[T any](t testing.TB, res response) T {
 	t.Helper()
 	var v T
 	dec := json.NewDecoder(bytes.NewReader(res.Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("decode %T from %q: %v", v, res.Body, err)
+		t.Errorf("decode %T from %q: %v", v, res.Body, err)
 	}
 	return v
 }
 
 // wantError checks that res is the standard JSON error with the given status
 // and code, and that its message mentions every one of mention.
-func wantError(t *testing.T, res response, status int, code string, mention ...string) {
+func wantError(t testing.TB, res response, status int, code string, mention ...string) {
 	t.Helper()
 	if ct := res.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type = %q, want application/json (body %s)", ct, res.Body)
@@ -188,6 +414,97 @@ func wantError(t *testing.T, res response, status int, code string, mention ...s
 	}
 }
 
+// listAll walks a list from path to its last page, following each answer's
+// Link header as a client does, and returns every item in order. hdr is as
+// for doRequest; between, when not nil, runs after each page (a test changes
+// the data between pages with it).
+func listAll[T any](t testing.TB, base, path string, hdr map[string]string, between func()) []T {
+	t.Helper()
+	all := []T{}
+	for pages := 0; path != ""; pages++ {
+		if pages > 10_000 {
+			t.Errorf("more than 10,000 pages: the Link chain does not end")
+			return all
+		}
+		res := doRequest(t, base, "GET", path, "", hdr)
+		if res.Status != http.StatusOK {
+			t.Errorf("GET %s: status %d, body %s", path, res.Status, res.Body)
+			return all
+		}
+		all = append(all, decode[[]T](t, res)...)
+		path = ""
+		if link := res.Header.Get("Link"); link != "" {
+			target, ok := strings.CutPrefix(link, "<")
+			target, rest, _ := strings.Cut(target, ">")
+			if !ok || rest != `; rel="next"` {
+				t.Errorf("Link %q is not <URL>; rel=\"next\"", link)
+				return all
+			}
+			path = target
+		}
+		if between != nil {
+			between()
+		}
+	}
+	return all
+}
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// eventually polls cond every 20 ms for up to 10 s, for a state that another
+// process or goroutine reaches at a moment the test cannot observe directly
+// (a file rewritten, a signal handled).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// integrityCheck runs PRAGMA integrity_check on the file at path, as a
+// separate process would after the service died.
+func integrityCheck(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var result string
+	if err := db.QueryRowContext(t.Context(), "PRAGMA integrity_check").Scan(&result); err != nil {
+		t.Fatalf("integrity_check: %v", err)
+	}
+	return result
+}
+
+// writeFile creates a file with the given content.
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -204,6 +521,38 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// logRecord is one line of a JSON log, decoded.
+type logRecord map[string]any
+
+// records decodes the buffer as a JSON log, one record per line. Tests read
+// what the service logged through its records, never by searching the text,
+// where a request id or a path could hold any word.
+func (b *syncBuffer) records(t testing.TB) []logRecord {
+	t.Helper()
+	var recs []logRecord
+	for line := range strings.Lines(b.String()) {
+		var r logRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Errorf("log line %q is not a JSON record: %v", line, err)
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// find returns the records logged at level with the message msg.
+func (b *syncBuffer) find(t testing.TB, level, msg string) []logRecord {
+	t.Helper()
+	return slices.DeleteFunc(b.records(t), func(r logRecord) bool { return r["level"] != level || r["msg"] != msg })
+}
+
+// field returns the string value of a record's field, "" if it has none.
+func (r logRecord) field(name string) string {
+	s, _ := r[name].(string)
+	return s
 }
 
 // TestMain runs the tests, removes the binary buildBinary built, and says

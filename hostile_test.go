@@ -2,13 +2,11 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -120,49 +118,6 @@ func TestHeadersSentOneByteASecondAreDropped(t *testing.T) {
 	}
 	if took := time.Since(start); took < 900*time.Millisecond {
 		t.Errorf("dropped after %v, before the 1 s header timeout", took)
-	}
-}
-
-func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
-	// 100 pets with long names make every list page about 14 KB.
-	seed := make([]map[string]any, 100)
-	for i := range seed {
-		seed[i] = map[string]any{"name": fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 96)), "categoryId": 1}
-	}
-	seedFile := filepath.Join(t.TempDir(), "seed.json")
-	b, _ := json.Marshal(seed)
-	if err := os.WriteFile(seedFile, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// A write timeout of 1 s, well inside the 3.5 s the test waits, even if
-	// a busy machine takes a while to fill the socket buffers.
-	rs := startHostileTarget(t, "-seed", seedFile, "-write-timeout", "1s")
-
-	// Pipeline far more responses than the socket buffers hold, and read
-	// none of them.
-	conn := dialService(t, rs.URL)
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetReadBuffer(4 << 10)
-	}
-	const pipelined = 2000
-	req := "GET /v1/pets?limit=100 HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer " + testKey + "\r\n\r\n"
-	go io.WriteString(conn, strings.Repeat(req, pipelined))
-	time.Sleep(500 * time.Millisecond)
-
-	// Meanwhile the service serves everyone else.
-	for range 20 {
-		if res := doRequest(t, rs.URL, "GET", "/v1/pets?limit=5", "", nil); res.Status != http.StatusOK {
-			t.Fatalf("another client got status %d while one client stalls", res.Status)
-		}
-	}
-	// The write timeout ends the stalled connection: reading now gets what
-	// was buffered, then the end, well short of every answer.
-	time.Sleep(3 * time.Second)
-	got := waitClosed(t, conn, 10*time.Second)
-	if n := strings.Count(string(got), "HTTP/1.1 200 OK"); n >= pipelined {
-		t.Errorf("all %d answers were delivered: the server waited for the stalled client", n)
-	} else {
-		t.Logf("the stalled connection got %d of %d answers before the server closed it", n, pipelined)
 	}
 }
 

@@ -16,9 +16,9 @@ import (
 )
 
 // TestMixedLoad runs 64 clients doing 90% reads and 10% creates for a few
-// seconds against run() on a real file: no 5xx, no "database is locked",
-// and every acknowledged pet readable afterwards. Throughput is logged, not
-// asserted: the machine is shared.
+// seconds against run() on a real file: no 5xx, no warning or error logged
+// (lock contention would be one), and every acknowledged pet readable
+// afterwards. Throughput is logged, not asserted: the machine is shared.
 func TestMixedLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for seconds")
@@ -28,7 +28,7 @@ func TestMixedLoad(t *testing.T) {
 		"PETSTORE_DB":       filepath.Join(t.TempDir(), "pets.db"),
 		"PETSTORE_API_KEYS": testKey,
 	}
-	rs := startRun(t, env)
+	rs := startRun(t, env, "-log-format", "json")
 	const clients, duration = 64, 3 * time.Second
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
@@ -110,11 +110,13 @@ func TestMixedLoad(t *testing.T) {
 			t.Errorf("%d answers with status %d, want only 200 and 201", statuses[s], s)
 		}
 	}
-	if log := strings.ToLower(rs.Stderr.String()); strings.Contains(log, "locked") || strings.Contains(log, "busy") {
-		t.Errorf("the log reports lock contention:\n%s", rs.Stderr)
+	for _, r := range rs.Stderr.records(t) {
+		if r["level"] != "INFO" {
+			t.Errorf("logged under load: %v", r)
+		}
 	}
 	got := map[int64]Pet{}
-	for _, p := range listAllPets(t, rs.URL) {
+	for _, p := range listAll[Pet](t, rs.URL, "/v1/pets?limit=100", nil, nil) {
 		got[p.ID] = p
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -1,79 +1,19 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
-
-// urlLine is the launch contract: the line the service prints once it accepts
-// connections.
-var urlLine = regexp.MustCompile(`^petstore listening on (http://127\.0\.0\.1:[0-9]+)$`)
-
-// runningService is run() started in-process, as an integration test of
-// another project would start the binary.
-type runningService struct {
-	URL    string
-	Stderr *syncBuffer
-	cancel context.CancelFunc
-	done   chan error
-}
-
-// startRun starts run with the given environment and waits for the URL line.
-func startRun(t *testing.T, env map[string]string, args ...string) *runningService {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	stdoutR, stdoutW := io.Pipe()
-	rs := &runningService{Stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
-	go func() {
-		err := run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), stdoutW, rs.Stderr)
-		stdoutW.CloseWithError(fmt.Errorf("run returned: %v", err))
-		rs.done <- err
-	}()
-	t.Cleanup(func() {
-		rs.cancel()
-		<-rs.done
-	})
-	line, err := bufio.NewReader(stdoutR).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no URL line on stdout: %v; stderr:\n%s", err, rs.Stderr)
-	}
-	go io.Copy(io.Discard, stdoutR)
-	m := urlLine.FindStringSubmatch(strings.TrimSuffix(line, "\n"))
-	if m == nil {
-		t.Fatalf("stdout line %q does not match %v", line, urlLine)
-	}
-	rs.URL = m[1]
-	return rs
-}
-
-// stop cancels run, as SIGTERM does in main, and returns what run returned.
-func (rs *runningService) stop(t *testing.T) error {
-	t.Helper()
-	rs.cancel()
-	select {
-	case err := <-rs.done:
-		rs.done <- err // for the cleanup
-		return err
-	case <-time.After(15 * time.Second):
-		t.Fatalf("run did not return within 15s of cancellation")
-		return nil
-	}
-}
 
 func TestRunServesAndKeepsPetsAcrossRestarts(t *testing.T) {
 	env := map[string]string{
@@ -150,90 +90,35 @@ func TestRunWithoutKeysGeneratesOne(t *testing.T) {
 	}
 }
 
-// testBinary is the service built once for the whole test binary: several
-// tests run the real process, and one build is most of their cost. It is the
-// test package's one piece of shared state; TestMain removes the build.
-var testBinary struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-// buildBinary returns the path of the service compiled with CGO off, as it
-// ships, building it on first use.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	testBinary.once.Do(func() {
-		testBinary.dir, testBinary.err = os.MkdirTemp("", "petstore-test-")
-		if testBinary.err != nil {
-			return
-		}
-		testBinary.path = filepath.Join(testBinary.dir, "petstore")
-		cmd := exec.Command("go", "build", "-o", testBinary.path, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			testBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if testBinary.err != nil {
-		t.Fatal(testBinary.err)
-	}
-	return testBinary.path
-}
-
-// startBinary starts the built service and returns its URL once it printed it.
-func startBinary(t *testing.T, bin string, env ...string) (*exec.Cmd, string) {
-	t.Helper()
-	cmd, url, _ := startBinaryWithStderr(t, bin, env...)
-	return cmd, url
-}
-
 func TestSIGTERMFinishesInFlightRequestsAndClosesTheDatabase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
 	dbPath := filepath.Join(t.TempDir(), "pets.db")
-	cmd, url := startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+dbPath, "PETSTORE_API_KEYS="+testKey)
+	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + dbPath, "PETSTORE_API_KEYS=" + testKey, "PETSTORE_LOG_FORMAT=json"}
+	svc := startBinary(t, bin, env...)
 
-	// A create whose body is still arriving when SIGTERM comes.
-	bodyR, bodyW := io.Pipe()
-	req, err := http.NewRequest("POST", url+"/v1/pets", bodyR)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	type result struct {
-		res response
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			got <- result{err: err}
-			return
-		}
-		got <- result{res: readResponse(t, res)}
-	}()
+	// A create whose body is still arriving when SIGTERM comes. It asks
+	// for 100 Continue, which the server sends when the handler starts
+	// reading the body: from then on the request is in flight.
+	inFlight, bodyW := startSlowCreate(t, svc.URL)
 	io.WriteString(bodyW, `{"name":"in-flight",`)
-	time.Sleep(200 * time.Millisecond) // let the server start reading the request
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := svc.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // let the shutdown begin
+	svc.waitForLog(t, "shutting down")
 	io.WriteString(bodyW, `"categoryId":3}`)
 	bodyW.Close()
 
-	r := <-got
+	r := <-inFlight
 	if r.err != nil {
 		t.Fatalf("in-flight request failed: %v", r.err)
 	}
 	if r.res.Status != http.StatusCreated {
 		t.Fatalf("in-flight create: status %d, body %s", r.res.Status, r.res.Body)
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := svc.Cmd.Wait(); err != nil {
 		t.Errorf("after SIGTERM the process exited with %v, want exit code 0", err)
 	}
 	// SQLite removes the WAL file when the last connection closes cleanly.
@@ -242,7 +127,7 @@ func TestSIGTERMFinishesInFlightRequestsAndClosesTheDatabase(t *testing.T) {
 	}
 
 	// The acknowledged pet is there after a restart.
-	_, url = startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+dbPath, "PETSTORE_API_KEYS="+testKey)
+	url := startBinary(t, bin, env...).URL
 	want := decode[Pet](t, r.res)
 	if diff := cmp.Diff([]Pet{want}, decode[[]Pet](t, doRequest(t, url, "GET", "/v1/pets", "", nil))); diff != "" {
 		t.Errorf("pets after restart mismatch (-want +got):\n%s", diff)

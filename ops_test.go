@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,47 +22,6 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// startBinaryWithStderr is startBinary keeping what the process logs.
-func startBinaryWithStderr(t *testing.T, bin string, env ...string) (*exec.Cmd, string, *syncBuffer) {
-	t.Helper()
-	stderr := &syncBuffer{}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill() // only the process this test started, by its PID
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no URL line: %v; stderr:\n%s", err, stderr)
-	}
-	m := urlLine.FindStringSubmatch(strings.TrimSpace(line))
-	if m == nil {
-		t.Fatalf("stdout line %q does not match %v", line, urlLine)
-	}
-	return cmd, m[1], stderr
-}
-
-// eventually polls cond every 20 ms for up to 5 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 5s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -72,8 +29,9 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 	bin := buildBinary(t)
 	keyFile := filepath.Join(t.TempDir(), "keys")
 	writeFile(t, keyFile, "old-key web\nsteady-key monitor\n")
-	cmd, url, stderr := startBinaryWithStderr(t, bin, "PETSTORE_ADDR=127.0.0.1:0",
+	svc := startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_LOG_FORMAT=json",
 		"PETSTORE_DB="+filepath.Join(t.TempDir(), "pets.db"), "PETSTORE_API_KEYS_FILE="+keyFile)
+	cmd, url, stderr := svc.Cmd, svc.URL, svc.Stderr
 	status := func(key string) int {
 		return doRequest(t, url, "GET", "/v1/pets", "", map[string]string{"Authorization": "Bearer " + key}).Status
 	}
@@ -115,12 +73,15 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 	// A file that does not parse keeps the keys in force, and says why.
 	writeFile(t, keyFile, "new-key web extra words\n")
 	cmd.Process.Signal(syscall.SIGHUP)
-	eventually(t, "the failed reload is logged", func() bool { return strings.Contains(stderr.String(), "API keys not reloaded") })
+	const notReloaded = "API keys not reloaded; the previous keys stay in force"
+	svc.waitForLog(t, notReloaded)
 	if got := status("new-key"); got != http.StatusOK {
 		t.Errorf("after a failed reload the current key got status %d, want 200", got)
 	}
-	if !strings.Contains(stderr.String(), "line 1") {
-		t.Errorf("the failed reload does not say which line is wrong:\n%s", stderr)
+	for _, r := range stderr.records(t) {
+		if err, _ := r["err"].(string); r["msg"] == notReloaded && !strings.Contains(err, "line 1:") {
+			t.Errorf("the failed reload does not say which line is wrong: %v", r)
+		}
 	}
 	close(stop)
 	wg.Wait()
@@ -532,27 +493,19 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
-	cmd, url := startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_API_KEYS="+testKey,
+	svc := startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_API_KEYS="+testKey, "PETSTORE_LOG_FORMAT=json",
 		"PETSTORE_DB="+filepath.Join(t.TempDir(), "pets.db"), "PETSTORE_SHUTDOWN_TIMEOUT=1m")
 
 	// A request whose body never completes keeps the drain waiting.
-	bodyR, bodyW := io.Pipe()
+	_, bodyW := startSlowCreate(t, svc.URL)
 	defer bodyW.Close()
-	req, _ := http.NewRequest("POST", url+"/v1/pets", bodyR)
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	go func() {
-		if res, err := http.DefaultClient.Do(req); err == nil {
-			res.Body.Close()
-		}
-	}()
 	io.WriteString(bodyW, `{"name":`)
-	time.Sleep(200 * time.Millisecond)
 
 	exited := make(chan error, 1)
-	cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(300 * time.Millisecond)
-	cmd.Process.Signal(syscall.SIGTERM)
-	go func() { exited <- cmd.Wait() }()
+	svc.Cmd.Process.Signal(syscall.SIGTERM)
+	svc.waitForLog(t, "shutting down")
+	svc.Cmd.Process.Signal(syscall.SIGTERM)
+	go func() { exited <- svc.Cmd.Wait() }()
 	select {
 	case <-exited:
 	case <-time.After(5 * time.Second):

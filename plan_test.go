@@ -6,8 +6,9 @@ import (
 )
 
 // TestListQueriesUseAnIndexRange guards the query plans the list's speed
-// depends on: both list queries are a range of the table or of an index, never
-// a scan of every pet, and the filtered one reads only its covering index.
+// depends on: the store's list statements are a range of the table or of an
+// index, never a scan of every pet, and the filtered one reads only its
+// covering index.
 func TestListQueriesUseAnIndexRange(t *testing.T) {
 	ts := newTestServer(t)
 	tests := []struct {
@@ -16,12 +17,12 @@ func TestListQueriesUseAnIndexRange(t *testing.T) {
 		args  []any
 		want  string
 	}{
-		{"the unfiltered list is a range of the table by id",
-			"SELECT id, name, category_id, status FROM pets WHERE id > ? ORDER BY id LIMIT ?", []any{5, 21},
+		{"the unfiltered list is a range of the table by id", sqlListPets, []any{5, 21},
 			"SEARCH pets USING INTEGER PRIMARY KEY (rowid>?)"},
-		{"the filtered list is a range of the covering index",
-			"SELECT id, name, category_id, status FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?", []any{"sold", 5, 21},
+		{"the filtered list is a range of the covering index", sqlListPetsByStatus, []any{"sold", 5, 21},
 			"SEARCH pets USING COVERING INDEX pets_status_listing (status=? AND id>?)"},
+		{"a pet by id is one row of the table", sqlSelectPet, []any{5},
+			"SEARCH pets USING INTEGER PRIMARY KEY (rowid=?)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,7 +11,8 @@ import (
 
 // TestConnectionsCarryTheDurabilityPragmas guards the promise behind a 201:
 // every connection, writer and readers, runs in WAL mode with
-// synchronous=FULL (2) and a busy timeout, and readers cannot write.
+// synchronous=FULL (2), a busy timeout and foreign keys enforced, and
+// readers cannot write.
 func TestConnectionsCarryTheDurabilityPragmas(t *testing.T) {
 	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"))
 	if err != nil {
@@ -21,6 +23,7 @@ func TestConnectionsCarryTheDurabilityPragmas(t *testing.T) {
 		JournalMode string
 		Synchronous int
 		BusyTimeout int
+		ForeignKeys int
 		QueryOnly   int
 	}
 	read := func(db *sql.DB) pragmas {
@@ -33,6 +36,7 @@ func TestConnectionsCarryTheDurabilityPragmas(t *testing.T) {
 			{"journal_mode", &p.JournalMode},
 			{"synchronous", &p.Synchronous},
 			{"busy_timeout", &p.BusyTimeout},
+			{"foreign_keys", &p.ForeignKeys},
 			{"query_only", &p.QueryOnly},
 		} {
 			if err := db.QueryRowContext(t.Context(), "PRAGMA "+q.pragma).Scan(q.dst); err != nil {
@@ -41,10 +45,10 @@ func TestConnectionsCarryTheDurabilityPragmas(t *testing.T) {
 		}
 		return p
 	}
-	if diff := cmp.Diff(pragmas{"wal", 2, 5000, 0}, read(st.writer)); diff != "" {
+	if diff := cmp.Diff(pragmas{"wal", 2, 5000, 1, 0}, read(st.writer)); diff != "" {
 		t.Errorf("writer pragmas mismatch (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(pragmas{"wal", 2, 5000, 1}, read(st.reader)); diff != "" {
+	if diff := cmp.Diff(pragmas{"wal", 2, 5000, 1, 1}, read(st.reader)); diff != "" {
 		t.Errorf("reader pragmas mismatch (-want +got):\n%s", diff)
 	}
 	if _, err := st.reader.ExecContext(t.Context(), "INSERT INTO pets (name, category_id, status) VALUES ('x', 1, 'sold')"); err == nil {
@@ -67,12 +71,18 @@ func TestSchemaRefusesWhatTheAPIRefuses(t *testing.T) {
 		status   any
 	}{
 		{"empty name", "", 1, "sold"},
-		{"name over 100 characters", string(make([]rune, 101)), 1, "sold"},
+		{"name over 100 characters", strings.Repeat("a", 101), 1, "sold"},
+		{"name of 101 multi-byte characters", strings.Repeat("é", 101), 1, "sold"},
+		// length() stops counting at a NUL: "a" and 200 NULs measured 1.
+		{"name with NULs after a character", "a" + strings.Repeat("\x00", 200), 1, "sold"},
+		{"name that is a NUL", "\x00", 1, "sold"},
 		{"category 0", "Rex", 0, "sold"},
 		{"category that is not an integer", "Rex", "one", "sold"},
 		{"category with a fraction", "Rex", 1.5, "sold"},
 		{"unknown status", "Rex", 1, "adopted"},
 		{"null name", nil, 1, "sold"},
+		{"name as a blob", []byte("Rex"), 1, "sold"},
+		{"null status", "Rex", 1, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -45,13 +44,7 @@ func blockWriter(t *testing.T, st *store) (release func()) {
 // waitQueued waits until n jobs wait for the writer.
 func waitQueued(t *testing.T, st *store, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(st.jobs) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d jobs queued after 10s, want %d", len(st.jobs), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, fmt.Sprintf("%d jobs wait for the writer", n), func() bool { return len(st.jobs) >= n })
 }
 
 // storedPets reads every pet straight from the database.

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// countingFill is a fill that counts its calls, so that a test can tell an
+// answer served from the cache (no call) from one filled afresh.
+type countingFill struct {
+	calls int
+	err   error
+}
+
+func (f *countingFill) item() ([]byte, error) {
+	f.calls++
+	return []byte(fmt.Sprint("item ", f.calls)), f.err
+}
+
+func (f *countingFill) page(more bool) func() (cachedPage, error) {
+	return func() (cachedPage, error) {
+		f.calls++
+		return cachedPage{body: []byte(fmt.Sprint("page ", f.calls)), more: more}, f.err
+	}
+}
+
+// otherShard returns an id whose item shard differs from id's.
+func otherShard(id int64) int64 {
+	for other := id + 1; ; other++ {
+		if shardOf(other) != shardOf(id) {
+			return other
+		}
+	}
+}
+
+// TestCacheRule checks the rule of cache.go on the cache itself: for each
+// kind of answer, which published changes keep it and which drop it.
+func TestCacheRule(t *testing.T) {
+	const id = 42
+	appended := func() changeSet {
+		var cs changeSet
+		cs.appendedTo(petsResource)
+		return cs
+	}
+	changed := func(id int64) changeSet {
+		var cs changeSet
+		cs.changedIn(petsResource, id)
+		return cs
+	}
+	tests := []struct {
+		rule   string
+		read   func(c *responseCache, f *countingFill) // reads through the cache
+		change func(g *generations)                    // between the two reads
+		kept   bool                                    // the second read is served from the cache
+	}{
+		{"an item is kept while nothing is written", readItem(id), func(*generations) {}, true},
+		{"an item survives appends", readItem(id), publish(appended()), true},
+		{"an item is dropped when it changes", readItem(id), publish(changed(id)), false},
+		{"an item survives a change to a pet of another shard", readItem(id), publish(changed(otherShard(id))), true},
+		{"an item is dropped when every answer is", readItem(id), (*generations).invalidateAll, false},
+		{"a page with more after it survives appends", readPage(true), publish(appended()), true},
+		{"a page with more after it is dropped by any change", readPage(true), publish(changed(otherShard(id))), false},
+		{"a last page is dropped by appends", readPage(false), publish(appended()), false},
+		{"a last page is dropped by any change", readPage(false), publish(changed(id)), false},
+		{"a page is kept while nothing is written", readPage(false), func(*generations) {}, true},
+		{"a page is dropped when every answer is", readPage(true), (*generations).invalidateAll, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			var g generations
+			c := newResponseCache(&g, petsResource, 16)
+			f := &countingFill{}
+			tt.read(c, f)
+			tt.change(&g)
+			tt.read(c, f)
+			if kept := f.calls == 1; kept != tt.kept {
+				t.Errorf("the answer was kept: %v, want %v (fills: %d)", kept, tt.kept, f.calls)
+			}
+		})
+	}
+
+	t.Run("an answer filled while a write commits is never served after it", func(t *testing.T) {
+		// The race of a read filling the cache while a write commits,
+		// played step by step: the write publishes its change after the
+		// read took its generations and before the read stores its answer.
+		for _, read := range []struct {
+			name string
+			do   func(c *responseCache, fill func())
+		}{
+			{"item", func(c *responseCache, fill func()) {
+				c.item(id, func() ([]byte, error) { fill(); return []byte("old"), nil })
+			}},
+			{"page", func(c *responseCache, fill func()) {
+				c.page(cacheKey{limit: 20}, func() (cachedPage, error) { fill(); return cachedPage{body: []byte("old"), more: true}, nil })
+			}},
+		} {
+			var g generations
+			c := newResponseCache(&g, petsResource, 16)
+			read.do(c, func() { g.publish(changed(id)) })
+			f := &countingFill{}
+			switch read.name {
+			case "item":
+				readItem(id)(c, f)
+			case "page":
+				readPage(true)(c, f)
+			}
+			if f.calls != 1 {
+				t.Errorf("%s: the answer read before the commit was served after it", read.name)
+			}
+		}
+	})
+
+	t.Run("a failed fill is not kept", func(t *testing.T) {
+		var g generations
+		c := newResponseCache(&g, petsResource, 16)
+		f := &countingFill{err: errors.New("no such pet")}
+		if _, err := c.item(id, f.item); err == nil {
+			t.Fatalf("item = nil error, want the fill's")
+		}
+		f.err = nil
+		readItem(id)(c, f)
+		if f.calls != 2 {
+			t.Errorf("fills: %d, want 2: the failed answer was kept", f.calls)
+		}
+	})
+
+	t.Run("changes merged from several jobs publish every shard", func(t *testing.T) {
+		var g generations
+		c := newResponseCache(&g, petsResource, 16)
+		a, b := int64(id), otherShard(id)
+		fa, fb := &countingFill{}, &countingFill{}
+		readItem(a)(c, fa)
+		readItem(b)(c, fb)
+		cs := changed(a)
+		cs.add(changed(b))
+		g.publish(cs)
+		readItem(a)(c, fa)
+		readItem(b)(c, fb)
+		if fa.calls != 2 || fb.calls != 2 {
+			t.Errorf("fills after a merged change: %d and %d, want 2 and 2", fa.calls, fb.calls)
+		}
+	})
+}
+
+// readItem reads item id through the cache with f.
+func readItem(id int64) func(c *responseCache, f *countingFill) {
+	return func(c *responseCache, f *countingFill) { c.item(id, f.item) }
+}
+
+// readPage reads one page through the cache with f; more is what the fill
+// says of the rows after it.
+func readPage(more bool) func(c *responseCache, f *countingFill) {
+	return func(c *responseCache, f *countingFill) { c.page(cacheKey{limit: 20}, f.page(more)) }
+}
+
+// publish publishes cs.
+func publish(cs changeSet) func(g *generations) {
+	return func(g *generations) { g.publish(cs) }
+}
+
+// TestCachedReadsAlwaysMatchTheDatabase drives random writes through the
+// API and, after each one, compares every read the caches may hold with the
+// database itself, read past the caches. It fails if any write of the
+// store declares less than it changes.
+func TestCachedReadsAlwaysMatchTheDatabase(t *testing.T) {
+	ts := newTestServer(t)
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	var ids []int64
+
+	// check reads every cached query twice (the second is a cache hit when
+	// the first filled it) and compares both with the database.
+	check := func(step int, what string) {
+		t.Helper()
+		for _, id := range append(ids, int64(len(ids)+1)) {
+			want, err := ts.Store.getPet(t.Context(), id)
+			for range 2 {
+				res := ts.do(t, "GET", fmt.Sprintf("/v1/pets/%d", id), "", nil)
+				switch {
+				case err != nil && res.Status != http.StatusNotFound:
+					t.Fatalf("step %d (%s): pet %d is gone but getPet answered %d %s", step, what, id, res.Status, res.Body)
+				case err == nil && !cmp.Equal(want, decode[Pet](t, res)):
+					t.Fatalf("step %d (%s): getPet %d = %s, the database holds %v", step, what, id, res.Body, want)
+				}
+			}
+		}
+		for _, status := range []string{"", "available", "pending", "sold"} {
+			for _, limit := range []int{1, 3, 100} {
+				for _, after := range []int64{0, 1, int64(len(ids) / 2)} {
+					p, err := ts.Store.listPets(t.Context(), status, pageRequest{after: after, limit: limit})
+					if err != nil {
+						t.Fatal(err)
+					}
+					path := fmt.Sprintf("/v1/pets?limit=%d&after=%d", limit, after)
+					if status != "" {
+						path += "&status=" + status
+					}
+					for range 2 {
+						if got := decode[[]Pet](t, ts.do(t, "GET", path, "", nil)); !cmp.Equal(p.items, got) {
+							t.Fatalf("step %d (%s): GET %s = %v, the database holds %v", step, what, path, got, p.items)
+						}
+					}
+				}
+			}
+		}
+	}
+	check(0, "empty")
+	for step := 1; step <= 60; step++ {
+		switch op := rng.IntN(3); {
+		case op == 0 || len(ids) == 0:
+			p := ts.createPet(t, fmt.Sprint("pet-", step), 1, petStatuses[rng.IntN(3)])
+			ids = append(ids, p.ID)
+			check(step, fmt.Sprintf("created pet %d", p.ID))
+		default:
+			id := ids[rng.IntN(len(ids))]
+			renamePet(t, ts.Store, id, fmt.Sprint("renamed-", step))
+			check(step, fmt.Sprintf("renamed pet %d", id))
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// tcpState reads the TCP state of conn's socket from the kernel (TCP_INFO),
+// without reading from it.
+func tcpState(t *testing.T, conn net.Conn) uint8 {
+	t.Helper()
+	raw, err := conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *unix.TCPInfo
+	var infoErr error
+	if err := raw.Control(func(fd uintptr) {
+		info, infoErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || infoErr != nil {
+		t.Fatalf("TCP_INFO: %v %v", err, infoErr)
+	}
+	return info.State
+}
+
+// tcpEstablished is the TCP_ESTABLISHED state of Linux's TCP_INFO.
+const tcpEstablished = 1
+
+func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
+	// 100 pets with long names make every list page about 14 KB.
+	seed := make([]map[string]any, 100)
+	for i := range seed {
+		seed[i] = map[string]any{"name": fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 96)), "categoryId": 1}
+	}
+	seedFile := filepath.Join(t.TempDir(), "seed.json")
+	b, _ := json.Marshal(seed)
+	if err := os.WriteFile(seedFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rs := startHostileTarget(t, "-seed", seedFile, "-write-timeout", "1s")
+
+	// A client with a 4 KiB receive window pipelines far more requests than
+	// the socket buffers can hold the answers of, and reads none of them.
+	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<10) })
+		return err
+	}}
+	conn, err := dialer.DialContext(t.Context(), "tcp", strings.TrimPrefix(rs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const pipelined = 2000
+	req := "GET /v1/pets?limit=100 HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer " + testKey + "\r\n\r\n"
+	go io.WriteString(conn, strings.Repeat(req, pipelined))
+	start := time.Now()
+
+	// Meanwhile the service serves everyone else.
+	for range 20 {
+		if res := doRequest(t, rs.URL, "GET", "/v1/pets?limit=5", "", nil); res.Status != http.StatusOK {
+			t.Fatalf("another client got status %d while one client stalls", res.Status)
+		}
+	}
+	// The server gives up on the stalled connection once a write has waited
+	// for the 1 s write timeout, and closes its end. The client sees that in
+	// its socket's state, read from the kernel without reading the socket
+	// (reading would end the stall). If the server held the connection,
+	// the state would stay ESTABLISHED and this would fail after 10 s.
+	eventually(t, "the server closes the connection of a client that stopped reading", func() bool {
+		return tcpState(t, conn) != tcpEstablished
+	})
+	t.Logf("the server closed the stalled connection %v after the requests were sent", time.Since(start).Round(time.Millisecond))
+}

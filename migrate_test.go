@@ -1,0 +1,298 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// updateSchema rewrites schema.sql from what the migrations produce:
+// go test -run TestSchemaFileShowsTheMigratedSchema -update-schema
+var updateSchema = flag.Bool("update-schema", false, "rewrite schema.sql from the migrations")
+
+// releaseDB is a database written by release 1.0.0, the last release before
+// versioned migrations: six pets (ids 1 to 6), two of them created under an
+// Idempotency-Key by the API key releaseKey. Made with that release's binary
+// (commit eebcfd5) through its API, then stopped with SIGTERM.
+const (
+	releaseDB  = "testdata/petstore-1.0.0.db"
+	releaseKey = "release-key-0123456789"
+)
+
+// copyFile copies src to a new file in a temporary directory and returns
+// its path.
+func copyFile(t *testing.T, src string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// schemaVersion reads the versions recorded in the database at path.
+func schemaVersions(t *testing.T, path string) []int {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(t.Context(), "SELECT version FROM schema_migrations ORDER BY version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	versions := []int{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return versions
+}
+
+// allMigrations is every migration's version, 1 to the last.
+func allMigrations(t *testing.T) []int {
+	t.Helper()
+	ms, err := loadMigrations(sqliteMigrationFiles, "migrations/sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []int
+	for _, m := range ms {
+		versions = append(versions, m.version)
+	}
+	return versions
+}
+
+func TestMigrationsUpgradeAReleaseDatabaseInPlace(t *testing.T) {
+	path := copyFile(t, releaseDB)
+	// The records were made on 2026-11-22; the clock stands just after, so
+	// they have not expired.
+	clock := &fakeClock{t: time.Date(2026, time.November, 22, 16, 0, 0, 0, time.UTC)}
+	ts := newTestServer(t, atPath(path), withKeys(releaseKey), withClock(clock.now))
+	if diff := cmp.Diff(allMigrations(t), schemaVersions(t, path)); diff != "" {
+		t.Errorf("recorded migrations mismatch (-want +got):\n%s", diff)
+	}
+	auth := map[string]string{"Authorization": "Bearer " + releaseKey}
+
+	t.Run("every pet is kept", func(t *testing.T) {
+		want := []Pet{
+			{1, "Rex", 1, "available"},
+			{2, "Tom", 2, "pending"},
+			{3, "Bo", 3, "sold"},
+			{4, "Café 🐶", 9223372036854775807, "available"},
+			{5, "Kit", 4, "available"},
+			{6, "Max", 5, "sold"},
+		}
+		if diff := cmp.Diff(want, listAll[Pet](t, ts.URL, "/v1/pets?limit=100", auth, nil)); diff != "" {
+			t.Errorf("pets after the upgrade mismatch (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("idempotency records replay their first answer", func(t *testing.T) {
+		for _, tt := range []struct {
+			key, body, want string
+		}{
+			{"release-key-1", `{"name":"Kit","categoryId":4}`, `{"id":5,"name":"Kit","categoryId":4,"status":"available"}` + "\n"},
+			{`"quoted \"2\""`, `{"name":"Max","categoryId":5,"status":"sold"}`, `{"id":6,"name":"Max","categoryId":5,"status":"sold"}` + "\n"},
+		} {
+			res := ts.do(t, "POST", "/v1/pets", tt.body, map[string]string{"Authorization": "Bearer " + releaseKey, idempotencyHeader: tt.key})
+			got := createAnswer{Status: res.Status, Location: res.Header.Get("Location"), Body: string(res.Body)}
+			want := createAnswer{Status: http.StatusCreated, Location: "/v1/pets/" + tt.want[6:7], Body: tt.want}
+			if diff := cmp.Diff(want, got); diff != "" || res.Header.Get(idempotencyReplayedHdr) != "true" {
+				t.Errorf("replay of %s mismatch (-want +got):\n%s(replayed: %q)", tt.key, diff, res.Header.Get(idempotencyReplayedHdr))
+			}
+		}
+	})
+	t.Run("ids continue after the old ones", func(t *testing.T) {
+		res := ts.do(t, "POST", "/v1/pets", `{"name":"New","categoryId":1}`, auth)
+		if diff := cmp.Diff(Pet{7, "New", 1, "available"}, decode[Pet](t, res)); diff != "" {
+			t.Errorf("first pet after the upgrade mismatch (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("the upgraded file passes SQLite's integrity and foreign key checks", func(t *testing.T) {
+		if got := integrityCheck(t, path); got != "ok" {
+			t.Errorf("integrity_check = %q, want ok", got)
+		}
+	})
+}
+
+func TestMigrationsOpenAnUpToDateDatabaseUnchanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pets.db")
+	for range 2 {
+		st, err := openStore(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+	}
+	if diff := cmp.Diff(allMigrations(t), schemaVersions(t, path)); diff != "" {
+		t.Errorf("recorded migrations after two opens mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestMigrationsRefuseADatabaseNewerThanTheBinary(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pets.db")
+	st, err := openStore(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.writer.ExecContext(t.Context(), "INSERT INTO schema_migrations (version, name) VALUES (999, '0999_future.sql')"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = openStore(t.Context(), path)
+	if !errors.Is(err, errSchemaTooNew) {
+		t.Fatalf("openStore = %v, want errSchemaTooNew", err)
+	}
+	for _, want := range []string{"version 999", fmt.Sprintf("up to %d", len(allMigrations(t)))} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(before, after) {
+		t.Errorf("the refused database file was modified")
+	}
+	// run refuses to start, with the setting named, before listening.
+	err = run(t.Context(), nil, mapEnv(map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": path, "PETSTORE_API_KEYS": testKey}), strings.NewReader(""), &syncBuffer{}, &syncBuffer{})
+	if _, ok := errors.AsType[*configError](err); !ok || !strings.Contains(err.Error(), "newer than this binary") {
+		t.Errorf("run = %v, want a configError saying the schema is newer than this binary", err)
+	}
+}
+
+func TestMigrationsApplyAllOrNothing(t *testing.T) {
+	fsys := fstest.MapFS{
+		"m/0001_first.sql":  {Data: []byte("CREATE TABLE first (x INTEGER);")},
+		"m/0002_second.sql": {Data: []byte("CREATE TABLE second (x INTEGER); INSERT INTO nowhere VALUES (1);")},
+	}
+	ms, err := loadMigrations(fsys, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, _, err := migrate(t.Context(), db, ms); err == nil || !strings.Contains(err.Error(), "0002_second.sql") {
+		t.Fatalf("migrate = %v, want the failure of 0002_second.sql", err)
+	}
+	var tables []string
+	rows, err := db.QueryContext(t.Context(), "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	if len(tables) != 0 {
+		t.Errorf("tables after a failed migration: %v, want none (not even schema_migrations)", tables)
+	}
+}
+
+func TestLoadMigrationsRefusesBadNumbering(t *testing.T) {
+	tests := []struct {
+		rule  string
+		files []string
+	}{
+		{"a gap", []string{"0001_a.sql", "0003_c.sql"}},
+		{"a repeat", []string{"0001_a.sql", "0001_b.sql"}},
+		{"not starting at 1", []string{"0002_b.sql"}},
+		{"no number", []string{"first.sql"}},
+		{"not .sql", []string{"0001_a.txt"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			fsys := fstest.MapFS{}
+			for _, f := range tt.files {
+				fsys["m/"+f] = &fstest.MapFile{Data: []byte("SELECT 1;")}
+			}
+			if _, err := loadMigrations(fsys, "m"); err == nil {
+				t.Errorf("loadMigrations(%v) = nil error", tt.files)
+			}
+		})
+	}
+}
+
+// TestSchemaFileShowsTheMigratedSchema keeps schema.sql, the schema as the
+// migrations leave it, true: it is what a reader opens to see the tables.
+func TestSchemaFileShowsTheMigratedSchema(t *testing.T) {
+	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rows, err := st.reader.QueryContext(t.Context(),
+		"SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY tbl_name, type DESC, name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	b.WriteString(schemaFileHeader)
+	for rows.Next() {
+		var stmt string
+		if err := rows.Scan(&stmt); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "\n%s;\n", stmt)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if *updateSchema {
+		if err := os.WriteFile("schema.sql", []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile("schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(b.String(), string(got)); diff != "" {
+		t.Errorf("schema.sql is not the migrated schema; run go test -run %s -update-schema (-want +got):\n%s", t.Name(), diff)
+	}
+}
+
+// schemaFileHeader starts schema.sql.
+const schemaFileHeader = `-- schema.sql is the database schema as the migrations in migrations/sqlite
+-- leave it, for reading: the tables, their constraints and indexes in one
+-- place. It is not executed. To change the schema, add a migration; then
+-- go test -run TestSchemaFileShowsTheMigratedSchema -update-schema rewrites
+-- this file. Why each table, column and index is there is said in the
+-- migration that made it.
+`
