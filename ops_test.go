@@ -384,12 +384,7 @@ func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
 	// Restore: serve the copy, and find every pet acknowledged before the
 	// backup began, intact.
 	rs := startRun(t, map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": out, "PETSTORE_API_KEYS": testKey})
-	var restored []Pet
-	for next := "/v1/pets?limit=100"; next != ""; {
-		res := doRequest(t, rs.URL, "GET", next, "", nil)
-		restored = append(restored, decode[[]Pet](t, res)...)
-		next = strings.TrimSuffix(strings.TrimPrefix(res.Header.Get("Link"), "<"), `>; rel="next"`)
-	}
+	restored := listAll[Pet](t, rs.URL, "/v1/pets?limit=100", nil, nil)
 	byID := map[int64]Pet{}
 	for _, p := range restored {
 		byID[p.ID] = p

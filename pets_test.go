@@ -323,35 +323,8 @@ func TestPagination(t *testing.T) {
 		all = append(all, ts.createPet(t, fmt.Sprintf("pet-%02d", i), 1, statuses[i%4]))
 	}
 
-	// follow lists from start, calling between after each page, until no
-	// Link is left, and returns everything it saw.
 	follow := func(t *testing.T, start string, between func()) []Pet {
-		t.Helper()
-		var got []Pet
-		next := start
-		for pages := 0; next != ""; pages++ {
-			if pages > 100 {
-				t.Fatalf("more than 100 pages: the Link chain does not end")
-			}
-			res := ts.do(t, "GET", next, "", nil)
-			if res.Status != http.StatusOK {
-				t.Fatalf("GET %s: status %d, body %s", next, res.Status, res.Body)
-			}
-			got = append(got, decode[[]Pet](t, res)...)
-			next = ""
-			if link := res.Header.Get("Link"); link != "" {
-				target, ok := strings.CutPrefix(link, "<")
-				target, rest, _ := strings.Cut(target, ">")
-				if !ok || rest != `; rel="next"` {
-					t.Fatalf("Link %q is not <URL>; rel=\"next\"", link)
-				}
-				next = target
-			}
-			if between != nil {
-				between()
-			}
-		}
-		return got
+		return listAll[Pet](t, ts.URL, start, nil, between)
 	}
 
 	t.Run("all pages together are every pet once, in id order", func(t *testing.T) {
