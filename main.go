@@ -82,6 +82,9 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return &configError{settingName("db"), err.Error()}
 	}
 	defer st.Close()
+	if st.schemaFrom != st.schemaVersion {
+		log.Info("database schema migrated", "db", cfg.dbPath, "from", st.schemaFrom, "to", st.schemaVersion)
+	}
 	if len(cfg.seed) > 0 {
 		n, err := st.seed(ctx, cfg.seed)
 		if err != nil {
@@ -126,7 +129,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	url := listenURL(ln.Addr())
 	log.Info("petstore started", "version", version(), "url", url, "db", cfg.dbPath,
-		"journal_mode", journal, "keys", len(keys.keys().entries))
+		"journal_mode", journal, "schema", st.schemaVersion, "keys", len(keys.keys().entries))
 	// This line is the launch contract: tools that start the service wait
 	// for it and read the URL from it.
 	fmt.Fprintf(stdout, "petstore listening on %s\n", url)

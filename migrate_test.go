@@ -296,3 +296,30 @@ const schemaFileHeader = `-- schema.sql is the database schema as the migrations
 -- this file. Why each table, column and index is there is said in the
 -- migration that made it.
 `
+
+func TestStartUpLogsTheMigration(t *testing.T) {
+	path := copyFile(t, releaseDB)
+	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": path, "PETSTORE_API_KEYS": testKey}
+	last := float64(len(allMigrations(t)))
+	for _, want := range []logRecord{
+		// A file of the releases before migrations is at version 0.
+		{"level": "INFO", "msg": "database schema migrated", "db": path, "from": 0.0, "to": last},
+		nil, // the second start finds nothing to migrate
+	} {
+		rs := startRun(t, env, "-log-format", "json")
+		if err := rs.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		recs := rs.Stderr.find(t, "INFO", "database schema migrated")
+		for _, r := range recs {
+			delete(r, "time")
+		}
+		wantRecs := []logRecord{}
+		if want != nil {
+			wantRecs = []logRecord{want}
+		}
+		if diff := cmp.Diff(wantRecs, recs); diff != "" {
+			t.Errorf("migration log records mismatch (-want +got):\n%s", diff)
+		}
+	}
+}

@@ -70,6 +70,10 @@ type store struct {
 	release     *sql.Stmt
 	rollbackTo  *sql.Stmt
 
+	// schemaFrom is the schema version the database had when opened, and
+	// schemaVersion the one it has now (see migrate).
+	schemaFrom, schemaVersion int
+
 	// generations tell the response caches what a commit changed (see
 	// cache.go).
 	generations generations
@@ -114,7 +118,8 @@ func openStore(ctx context.Context, path string) (*store, error) {
 		writer.Close()
 		return nil, err
 	}
-	if _, _, err := migrate(ctx, writer, ms); err != nil {
+	from, to, err := migrate(ctx, writer, ms)
+	if err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
@@ -133,11 +138,13 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	reader.SetMaxIdleConns(readers)
 
 	s := &store{
-		writer:  writer,
-		reader:  reader,
-		jobs:    make(chan *writeJob, maxBatch),
-		quit:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		writer:        writer,
+		reader:        reader,
+		schemaFrom:    from,
+		schemaVersion: to,
+		jobs:          make(chan *writeJob, maxBatch),
+		quit:          make(chan struct{}),
+		stopped:       make(chan struct{}),
 	}
 	if err := s.prepare(ctx); err != nil {
 		close(s.stopped) // no writer was started
