@@ -45,11 +45,14 @@ import (
 // holding a pointer that is swapped atomically: lookups take no lock, and
 // memory is bounded by the number of slots whatever the table's size.
 
-// Slots per cache. Entries of a list page hold up to 100 pets (about 7 KiB),
-// a pet about 100 bytes: both caches together stay under 10 MiB.
+// Slots per cache. Entries of a list page hold up to 100 pets (about 7 KiB)
+// or orders (about 12 KiB), a pet or an order about 100 bytes: the four
+// caches together stay under 24 MiB.
 const (
-	listCacheSlots = 1 << 10
-	petCacheSlots  = 1 << 14
+	listCacheSlots  = 1 << 10
+	petCacheSlots   = 1 << 14
+	orderListSlots  = 1 << 8
+	orderCacheSlots = 1 << 12
 )
 
 // resource names a kind of row the API serves; each has its generations.
@@ -57,6 +60,7 @@ type resource int
 
 const (
 	petsResource resource = iota
+	ordersResource
 	numResources
 )
 

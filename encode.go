@@ -106,3 +106,40 @@ func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// timeLayout writes the API's timestamps: RFC 3339 in UTC, with
+// milliseconds, always the same length.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// orderBody is the response body of one order.
+func orderBody(o Order) []byte {
+	return append(appendOrder(make([]byte, 0, 128), o), '\n')
+}
+
+// ordersBody is the response body of a list of orders.
+func ordersBody(orders []Order) []byte {
+	dst := append(make([]byte, 0, 120*len(orders)+3), '[')
+	for i, o := range orders {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendOrder(dst, o)
+	}
+	return append(dst, ']', '\n')
+}
+
+// appendOrder appends o as a JSON object. Its strings are a status and
+// timestamps, which need no escaping.
+func appendOrder(dst []byte, o Order) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = strconv.AppendInt(dst, o.ID, 10)
+	dst = append(dst, `,"petId":`...)
+	dst = strconv.AppendInt(dst, o.PetID, 10)
+	dst = append(dst, `,"status":"`...)
+	dst = append(dst, o.Status...)
+	dst = append(dst, `","placedAt":"`...)
+	dst = o.PlacedAt.UTC().AppendFormat(dst, timeLayout)
+	dst = append(dst, `","updatedAt":"`...)
+	dst = o.UpdatedAt.UTC().AppendFormat(dst, timeLayout)
+	return append(dst, `"}`...)
+}

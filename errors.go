@@ -25,11 +25,15 @@ const (
 	codePayloadTooLarge      = "payload_too_large"
 	codeUnsupportedMediaType = "unsupported_media_type"
 	codeInternal             = "internal"
-	codeNotImplemented       = "not_implemented"
 	codeUnavailable          = "unavailable"
 	codeIdempotencyConflict  = "idempotency_key_conflict"
 	codeIdempotencyMismatch  = "idempotency_key_mismatch"
 	codeRateLimited          = "rate_limited"
+	codeUnknownPet           = "unknown_pet"
+	codePetNotAvailable      = "pet_not_available"
+	codeInvalidTransition    = "invalid_transition"
+	codePetHasOpenOrder      = "pet_has_open_order"
+	codePetHasOrders         = "pet_has_orders"
 )
 
 // statusOf maps each error code to its HTTP status: the one table that says
@@ -50,13 +54,11 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case codeUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
-	case codeNotImplemented:
-		return http.StatusNotImplemented
 	case codeUnavailable:
 		return http.StatusServiceUnavailable
-	case codeIdempotencyConflict:
+	case codeIdempotencyConflict, codePetNotAvailable, codeInvalidTransition, codePetHasOpenOrder, codePetHasOrders:
 		return http.StatusConflict
-	case codeIdempotencyMismatch:
+	case codeIdempotencyMismatch, codeUnknownPet:
 		return http.StatusUnprocessableEntity
 	case codeRateLimited:
 		return http.StatusTooManyRequests

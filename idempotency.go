@@ -87,6 +87,7 @@ type creator struct {
 	operation string // the operationId, recorded with an idempotency key
 	path      string // the collection: a created resource is at path/{id}
 	decode    func(body []byte) (creation, error)
+	onCreate  func() // when not nil, runs after each resource created (not replayed)
 }
 
 // creation is one validated create request.
@@ -95,8 +96,9 @@ type creation struct {
 	// a retry that spells it differently (other spacing, field order, a
 	// default written out) is still the same request.
 	fingerprint [sha256.Size]byte
-	// write makes the resource inside the write transaction.
-	write func(tx *txn) (created, error)
+	// write makes the resource inside the write transaction, or refuses
+	// to, writing nothing.
+	write func(tx *txn) (outcome[created], error)
 }
 
 // created is what a creation made: the new resource's id and its body as
@@ -142,6 +144,8 @@ func idempotent(log *slog.Logger, ix *idempotency, c creator) http.Handler {
 		w.Header().Set("Location", c.path+"/"+strconv.FormatInt(res.id, 10))
 		if replayed {
 			w.Header().Set(idempotencyReplayedHdr, "true")
+		} else if c.onCreate != nil {
+			c.onCreate()
 		}
 		writeBody(w, http.StatusCreated, res.body)
 	})
@@ -176,7 +180,7 @@ func newIdempotency(st *store, ttl time.Duration, now func() time.Time) *idempot
 
 // idempotentOutcome is what the write of an idempotent create found or did.
 type idempotentOutcome struct {
-	created  created
+	created  outcome[created]
 	replay   idempotencyRecord
 	replayed bool // the key was finished: replay holds its record
 }
@@ -184,10 +188,12 @@ type idempotentOutcome struct {
 // create runs cr. With an idempotency key (key != "") it replays the stored
 // answer of an earlier request with the same key, operation and content
 // instead, and refuses one with the same key but another request; replayed
-// says which happened.
+// says which happened. A create that the data refuses (an order for a pet
+// that is not available) records nothing: a retry is judged afresh.
 func (ix *idempotency) create(ctx context.Context, operation, key string, cr creation) (res created, replayed bool, err error) {
 	if key == "" {
-		res, err := write(ctx, ix.st, cr.write)
+		o, err := write(ctx, ix.st, cr.write)
+		res, err := o.result(err)
 		return res, false, err
 	}
 	scope := idempotencyScope{key: key}
@@ -214,10 +220,10 @@ func (ix *idempotency) create(ctx context.Context, operation, key string, cr cre
 			return idempotentOutcome{replay: rec, replayed: found}, err
 		}
 		res, err := cr.write(tx)
-		if err != nil {
-			return idempotentOutcome{}, err
+		if err != nil || res.refused != nil {
+			return idempotentOutcome{created: res}, err
 		}
-		rec = idempotencyRecord{operation: operation, fingerprint: cr.fingerprint, resourceID: res.id, body: res.body}
+		rec = idempotencyRecord{operation: operation, fingerprint: cr.fingerprint, resourceID: res.value.id, body: res.value.body}
 		return idempotentOutcome{created: res}, tx.recordIdempotencyKey(scope, rec, ix.now())
 	})
 	switch {
@@ -226,7 +232,8 @@ func (ix *idempotency) create(ctx context.Context, operation, key string, cr cre
 	case out.replayed:
 		return out.replay.replayFor(operation, cr.fingerprint)
 	}
-	return out.created, false, nil
+	res, err = out.created.result(nil)
+	return res, false, err
 }
 
 // cutoff is the creation instant at or before which a key is forgotten.

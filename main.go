@@ -226,6 +226,11 @@ func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) htt
 	mux.Handle("GET /v1/pets", auth(handleListPets(log, st)))
 	mux.Handle("POST /v1/pets", auth(idempotent(log, idem, createPet())))
 	mux.Handle("GET /v1/pets/{petId}", deprecated(m, auth(handleGetPet(log, st, now))))
-	mux.Handle("GET /v1/store/orders", auth(handleListOrders(log)))
+	mux.Handle("PATCH /v1/pets/{petId}", auth(handleUpdatePet(log, st)))
+	mux.Handle("DELETE /v1/pets/{petId}", auth(handleDeletePet(log, st)))
+	mux.Handle("GET /v1/store/orders", auth(handleListOrders(log, st)))
+	mux.Handle("POST /v1/store/orders", auth(idempotent(log, idem, placeOrder(now, m.orderPlaced))))
+	mux.Handle("GET /v1/store/orders/{orderId}", auth(handleGetOrder(log, st)))
+	mux.Handle("PATCH /v1/store/orders/{orderId}", auth(handleUpdateOrder(log, st, now, m.orderChanged)))
 	mux.Handle("GET /v1/openapi.json", handleOpenAPIDocument(openapiDocument))
 }

@@ -18,6 +18,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	deprecated *prometheus.CounterVec
+	orders     *prometheus.CounterVec
 }
 
 // newMetrics registers every metric; st supplies the pet counts and the
@@ -38,11 +39,15 @@ func newMetrics(st *store) *metrics {
 			Name: "petstore_deprecated_calls_total",
 			Help: "Authenticated calls to deprecated operations, by operation and caller label: who still has to migrate.",
 		}, []string{"operation", "caller"}),
+		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petstore_order_transitions_total",
+			Help: "Orders placed (from \"new\") and changed, by the status they left and the one they reached.",
+		}, []string{"from", "to"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.duration, m.deprecated,
+		m.requests, m.duration, m.deprecated, m.orders,
 		petsCollector{st: st, desc: prometheus.NewDesc("petstore_pets",
 			"Pets stored, by status (counted when scraped).", []string{"status"}, nil)},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -52,6 +57,12 @@ func newMetrics(st *store) *metrics {
 	)
 	return m
 }
+
+// orderPlaced counts an order placed.
+func (m *metrics) orderPlaced() { m.orders.WithLabelValues("new", orderPlaced).Inc() }
+
+// orderChanged counts an order moved from one status to another.
+func (m *metrics) orderChanged(from, to string) { m.orders.WithLabelValues(from, to).Inc() }
 
 // observeRequest records one answered request.
 func (m *metrics) observeRequest(route string, status int, elapsed time.Duration) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -44,10 +45,11 @@ type newPet struct {
 }
 
 // listPetsSpec is what listPets accepts.
-var listPetsSpec = listSpec{operation: "listPets", item: "pet", path: "/v1/pets", statuses: petStatuses}
+var listPetsSpec = listSpec{operation: "listPets", item: "pet", path: "/v1/pets", statuses: petStatuses, idFilter: true}
 
-// handleListPets serves listPets: GET /v1/pets?limit=&status=&after=. Pages
-// are cached encoded (see cache.go).
+// handleListPets serves listPets: GET /v1/pets?limit=&status=&id=&after=.
+// Pages are cached encoded (see cache.go), except those of the id filter,
+// whose lists of ids are too many to keep.
 func handleListPets(log *slog.Logger, st *store) http.Handler {
 	cache := newResponseCache(&st.generations, petsResource, listCacheSlots)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -56,9 +58,13 @@ func handleListPets(log *slog.Logger, st *store) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		key := cacheKey{id: q.page.after, limit: q.page.limit, filter: q.status}
-		p, err := cache.page(key, func() (cachedPage, error) {
-			pets, err := st.listPets(r.Context(), q.status, q.page)
+		fill := func() (cachedPage, error) {
+			var pets page[Pet]
+			if q.ids != nil {
+				pets, err = st.listPetsByID(r.Context(), q.ids, q.status, q.page)
+			} else {
+				pets, err = st.listPets(r.Context(), q.status, q.page)
+			}
 			if err != nil {
 				return cachedPage{}, err
 			}
@@ -67,7 +73,13 @@ func handleListPets(log *slog.Logger, st *store) http.Handler {
 				p.link = listPetsSpec.nextLink(q, pets.items[len(pets.items)-1].ID)
 			}
 			return p, nil
-		})
+		}
+		var p cachedPage
+		if q.ids != nil {
+			p, err = fill()
+		} else {
+			p, err = cache.page(cacheKey{id: q.page.after, limit: q.page.limit, filter: q.status}, fill)
+		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -89,9 +101,9 @@ func createPet() creator {
 		}
 		return creation{
 			fingerprint: fingerprintOf(np.Name, np.CategoryID, np.Status),
-			write: func(tx *txn) (created, error) {
+			write: func(tx *txn) (outcome[created], error) {
 				pet, err := tx.insertPet(np)
-				return created{id: pet.ID, body: petBody(pet)}, err
+				return outcome[created]{value: created{id: pet.ID, body: petBody(pet)}}, err
 			},
 		}, nil
 	}}
@@ -108,11 +120,88 @@ func decodeNewPet(body []byte) (newPet, error) {
 	return np, err
 }
 
+// handleUpdatePet serves updatePet: PATCH /v1/pets/{petId} with a JSON Merge
+// Patch (RFC 7396) of name, categoryId and status, sent as JSON or as
+// application/merge-patch+json. Every field follows the rules of createPet;
+// none may be null, since none can be removed.
+func handleUpdatePet(log *slog.Logger, st *store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := petIDOf(w, r, log)
+		if !ok {
+			return
+		}
+		body, err := readJSONBody(w, r, mergePatchType)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		patch, err := decodePetPatch(body)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		pet, err := st.updatePet(r.Context(), id, patch)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeBody(w, http.StatusOK, petBody(pet))
+	})
+}
+
+// decodePetPatch parses and validates a PetPatch.
+func decodePetPatch(body []byte) (petPatch, error) {
+	var p petPatch
+	var name, status string
+	var category int64
+	err := decodeObject(body, object{
+		name: "PetPatch", example: `{"status": "sold"}`,
+		null: "a patch cannot remove a field (every field of a pet is required): leave it out to keep its value",
+		fields: []field{
+			{name: "name", decode: func(raw json.RawMessage) error { p.Name = &name; return decodeName(raw, &name) }},
+			{name: "categoryId", decode: func(raw json.RawMessage) error { p.CategoryID = &category; return decodeCategoryID(raw, &category) }},
+			{name: "status", decode: func(raw json.RawMessage) error { p.Status = &status; return decodeStatus(raw, &status) }},
+		},
+	})
+	return p, err
+}
+
+// handleDeletePet serves deletePet: DELETE /v1/pets/{petId}, answering 204.
+func handleDeletePet(log *slog.Logger, st *store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := petIDOf(w, r, log)
+		if !ok {
+			return
+		}
+		if err := st.deletePet(r.Context(), id); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// petIDOf reads the petId of the path. An id that cannot exist is a pet
+// that does not exist: it answers 404 and returns false.
+func petIDOf(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int64, bool) {
+	raw := r.PathValue("petId")
+	id, ok := parsePathID(raw)
+	if !ok {
+		// The interface lists only 401 and 404 for getPet: an id that
+		// cannot exist is a pet that does not exist.
+		writeError(w, r, log, errorf(codeNotFound, "no pet has id %q; pet ids are positive integers", abbreviate(raw)))
+	}
+	return id, ok
+}
+
 // decodeName accepts a JSON string of 1 to 100 code points, not blank, with
 // no control characters.
 func decodeName(raw json.RawMessage, dst *string) error {
 	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	if kind := jsonKind(raw); kind != "string" {
+		return errorf(codeInvalidField, "field name must be a JSON string, not %s", withArticle(kind))
+	}
+	if json.Unmarshal(raw, &s) != nil {
 		return errorf(codeInvalidField, "field name must be a JSON string")
 	}
 	n := utf8.RuneCountInString(s)
@@ -154,15 +243,11 @@ func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handle
 	cache := newResponseCache(&st.generations, petsResource, petCacheSlots)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !now().Before(getPetSunset) {
-			writeError(w, r, log, errorf(codeGone, "getPet was removed on 5 December 2030; use GET /v1/pets with the status filter instead"))
+			writeError(w, r, log, errorf(codeGone, "getPet was removed on 5 December 2030; fetch pets by id with GET /v1/pets?id=%s instead", abbreviate(r.PathValue("petId"))))
 			return
 		}
-		raw := r.PathValue("petId")
-		id, ok := parsePathID(raw)
+		id, ok := petIDOf(w, r, log)
 		if !ok {
-			// The interface lists only 401 and 404 for getPet: an id that
-			// cannot exist is a pet that does not exist.
-			writeError(w, r, log, errorf(codeNotFound, "no pet has id %q; pet ids are positive integers", abbreviate(raw)))
 			return
 		}
 		body, err := cache.item(id, func() ([]byte, error) {
@@ -180,8 +265,9 @@ func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handle
 	})
 }
 
-// deprecated adds the headers that tell a client an endpoint is going away:
-// Deprecation (RFC 9745), Sunset (RFC 8594) and a Link to the documentation.
+// deprecated adds the headers that tell a client getPet is going away:
+// Deprecation (RFC 9745), Sunset (RFC 8594), a Link to the documentation and
+// a Link to its successor, listPets with the id filter, for the same pet.
 // It wraps the authentication check too, so that every answer carries them.
 // It counts authenticated calls by caller, so the operator knows who still
 // has to migrate.
@@ -193,17 +279,12 @@ func deprecated(m *metrics, next http.Handler) http.Handler {
 		h.Set("Deprecation", deprecation)
 		h.Set("Sunset", sunset)
 		h.Add("Link", `</v1/openapi.json>; rel="deprecation"; type="application/json"`)
+		if id, ok := parsePathID(r.PathValue("petId")); ok {
+			h.Add("Link", "</v1/pets?id="+strconv.FormatInt(id, 10)+`>; rel="successor-version"`)
+		}
 		next.ServeHTTP(w, r)
 		if info := requestInfoFrom(r.Context()); info != nil && info.caller != "" {
 			m.deprecated.WithLabelValues("getPet", info.caller).Inc()
 		}
-	})
-}
-
-// handleListOrders answers GET /v1/store/orders. The interface says only that
-// the store area exists, so the service says plainly that it is not built.
-func handleListOrders(log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, log, errorf(codeNotImplemented, "the store area (GET /v1/store/orders) is not implemented by this service"))
 	})
 }

@@ -296,7 +296,7 @@ func TestListPetsRejectsInvalidParameters(t *testing.T) {
 		{"after not an integer", "after=abc", []string{"after"}},
 		{"after beyond int64", "after=9223372036854775808", []string{"after"}},
 		{"empty after", "after=", []string{"after"}},
-		{"unknown parameter", "page=2", []string{`"page"`, "limit, status and after"}},
+		{"unknown parameter", "page=2", []string{`"page"`, "limit, status, id and after"}},
 		{"misspelt parameter", "limt=5", []string{`"limt"`}},
 		{"a NUL byte in status", "status=sold%00", []string{"status"}},
 		{"a NUL byte in limit", "limit=5%00", []string{"limit"}},
@@ -533,9 +533,9 @@ func TestRoutingErrors(t *testing.T) {
 		{"dot segment is 404, not a redirect", "GET", "/v1/./pets", 404, codeNotFound, ""},
 		{"sub-resource of a pet is 404", "GET", "/v1/pets/1/photos", 404, codeNotFound, ""},
 		{"DELETE on the collection is 405", "DELETE", "/v1/pets", 405, codeMethodNotAllowed, "GET, HEAD, POST"},
-		{"PUT on a pet is 405", "PUT", "/v1/pets/1", 405, codeMethodNotAllowed, "GET, HEAD"},
-		{"POST on orders is 405", "POST", "/v1/store/orders", 405, codeMethodNotAllowed, "GET, HEAD"},
-		{"orders exist but are not implemented", "GET", "/v1/store/orders", 501, codeNotImplemented, ""},
+		{"PUT on a pet is 405", "PUT", "/v1/pets/1", 405, codeMethodNotAllowed, "DELETE, GET, HEAD, PATCH"},
+		{"DELETE on orders is 405", "DELETE", "/v1/store/orders", 405, codeMethodNotAllowed, "GET, HEAD, POST"},
+		{"DELETE on an order is 405: orders are history", "DELETE", "/v1/store/orders/1", 405, codeMethodNotAllowed, "GET, HEAD, PATCH"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {

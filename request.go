@@ -26,13 +26,18 @@ const (
 	maxBodyBytes = 1 << 20 // 1 MiB
 )
 
+// mergePatchType is the media type of a JSON Merge Patch (RFC 7396), which
+// the PATCH operations accept beside application/json.
+const mergePatchType = "application/merge-patch+json"
+
 // readJSONBody checks the media type and reads the whole body, refusing more
-// than maxBodyBytes.
-func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// than maxBodyBytes. A request without Content-Type is read as JSON; one
+// with another type than application/json or one of also is refused.
+func readJSONBody(w http.ResponseWriter, r *http.Request, also ...string) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
-			return nil, errorf(codeUnsupportedMediaType, "the request body must be JSON, sent with Content-Type: application/json")
+		if err != nil || (mt != "application/json" && !slices.Contains(also, mt)) {
+			return nil, errorf(codeUnsupportedMediaType, "the request body must be JSON, sent with Content-Type: %s", joinWords(append([]string{"application/json"}, also...)))
 		}
 	}
 	if r.ContentLength > maxBodyBytes {
@@ -53,6 +58,7 @@ type object struct {
 	name    string  // the schema's name in the API document, e.g. NewPet
 	example string  // a valid body, shown when the body is not an object
 	fields  []field // every field it may have
+	null    string  // when not "", why no field may be null, said of every field alike
 }
 
 // field is one member of an object: how to decode its value into its
@@ -87,7 +93,8 @@ func joinWords(words []string) string {
 // one wins), a number written as a string into a json.Number, and fractions
 // or exponents truncated into an integer. It refuses an unknown field (and
 // "id", which the service assigns), a repeated one, a missing required one,
-// and anything after the object.
+// and anything after the object. No field of the API is nullable: a null is
+// refused by the field's decoder, or by o.null.
 func decodeObject(body []byte, o object) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return errorf(codeInvalidBody, "the request body is empty; send a %s such as %s", o.name, o.example)
@@ -124,6 +131,9 @@ func decodeObject(body []byte, o object) error {
 			return errorf(codeInvalidField, "field %s appears more than once", key)
 		}
 		seen[i] = true
+		if string(raw) == "null" && o.null != "" {
+			return errorf(codeInvalidField, "field %s is null; %s", key, o.null)
+		}
 		if err := o.fields[i].decode(raw); err != nil {
 			return err
 		}
@@ -170,7 +180,7 @@ func decodeID(name string, raw json.RawMessage, dst *int64) error {
 	s := string(raw)
 	switch {
 	case jsonKind(raw) != "number":
-		return errorf(codeInvalidField, "%s, not a %s", msg, jsonKind(raw))
+		return errorf(codeInvalidField, "%s, not %s", msg, withArticle(jsonKind(raw)))
 	case strings.ContainsAny(s, ".eE"):
 		return errorf(codeInvalidField, "%s, written without fraction or exponent; got %s", msg, abbreviate(s))
 	}
@@ -184,12 +194,26 @@ func decodeID(name string, raw json.RawMessage, dst *int64) error {
 
 // decodeEnum accepts a JSON string that is one of values into dst.
 func decodeEnum(name string, values []string, raw json.RawMessage, dst *string) error {
+	if kind := jsonKind(raw); kind != "string" {
+		return errorf(codeInvalidField, "field %s must be one of %s, as a JSON string, not %s", name, strings.Join(values, ", "), withArticle(kind))
+	}
 	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil || !slices.Contains(values, s) {
+	if json.Unmarshal(raw, &s) != nil || !slices.Contains(values, s) {
 		return errorf(codeInvalidField, "field %s must be one of %s", name, strings.Join(values, ", "))
 	}
 	*dst = s
 	return nil
+}
+
+// withArticle is a JSON kind as a message says it: "a string", "null".
+func withArticle(kind string) string {
+	switch kind {
+	case "null":
+		return kind
+	case "object", "array":
+		return "an " + kind
+	}
+	return "a " + kind
 }
 
 // jsonKind names the kind of a JSON value for error messages.
@@ -245,15 +269,28 @@ func parsePathID(raw string) (int64, bool) {
 // a status filter over its own statuses.
 type listSpec struct {
 	operation string   // the operationId, for messages: listPets
-	item      string   // what after names, for messages: pet
+	item      string   // what after and id name, for messages: pet
 	path      string   // the list's path, for the Link to the next page
 	statuses  []string // the values of the status filter
+	idFilter  bool     // it takes id: a comma-separated list of ids
 }
+
+// maxIDs bounds the ids of an id filter.
+const maxIDs = 100
 
 // listQuery is a validated list query.
 type listQuery struct {
 	page   pageRequest
-	status string // "" means no filter
+	status string  // "" means no filter
+	ids    []int64 // nil means no id filter; ascending, without repeats
+}
+
+// parameters names the parameters of the list, for messages.
+func (spec listSpec) parameters() string {
+	if spec.idFilter {
+		return "limit, status, id and after"
+	}
+	return "limit, status and after"
 }
 
 // parseListQuery validates the query string of a list. A value out of range
@@ -263,7 +300,7 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 	q := listQuery{page: pageRequest{limit: defaultLimit}}
 	values, err := url.ParseQuery(raw)
 	if err != nil {
-		return q, errorf(codeInvalidParameter, "the query string is not valid URL encoding; parameters are limit, status and after, joined with '&'")
+		return q, errorf(codeInvalidParameter, "the query string is not valid URL encoding; parameters are %s, joined with '&'", spec.parameters())
 	}
 	for name, vs := range values {
 		if len(vs) > 1 {
@@ -288,11 +325,38 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 				return q, errorf(codeInvalidParameter, "parameter after must be a %s id: an integer from 0 to 9223372036854775807", spec.item)
 			}
 			q.page.after = n
+		case "id":
+			if !spec.idFilter {
+				return q, errorf(codeInvalidParameter, "unknown parameter %q; %s takes %s", "id", spec.operation, spec.parameters())
+			}
+			if q.ids, err = parseIDList(v, spec.item); err != nil {
+				return q, err
+			}
 		default:
-			return q, errorf(codeInvalidParameter, "unknown parameter %q; %s takes limit, status and after", abbreviate(name), spec.operation)
+			return q, errorf(codeInvalidParameter, "unknown parameter %q; %s takes %s", abbreviate(name), spec.operation, spec.parameters())
 		}
 	}
 	return q, nil
+}
+
+// parseIDList reads the value of an id filter: 1 to maxIDs ids, each a
+// positive int64, separated by commas (OpenAPI's style form, explode false).
+// It returns them in ascending order without repeats.
+func parseIDList(v, item string) ([]int64, error) {
+	items := strings.Split(v, ",")
+	if len(items) > maxIDs {
+		return nil, errorf(codeInvalidParameter, "parameter id holds %d ids; the limit is %d", len(items), maxIDs)
+	}
+	ids := make([]int64, 0, len(items))
+	for i, s := range items {
+		id, ok := parsePathID(s)
+		if !ok {
+			return nil, errorf(codeInvalidParameter, "parameter id: item %d (%q) is not a %s id; give 1 to %d ids, positive integers separated by commas, such as id=7,9,12", i+1, abbreviate(s), item, maxIDs)
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }
 
 // nextLink is the RFC 8288 Link header that points at the page after the
@@ -306,6 +370,14 @@ func (spec listSpec) nextLink(q listQuery, last int64) string {
 	if q.status != "" {
 		b.WriteString("&status=")
 		b.WriteString(q.status)
+	}
+	for i, id := range q.ids {
+		if i == 0 {
+			b.WriteString("&id=")
+		} else {
+			b.WriteString(",")
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
 	}
 	b.WriteString("&after=")
 	b.WriteString(strconv.FormatInt(last, 10))

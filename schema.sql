@@ -18,6 +18,24 @@ CREATE TABLE "idempotency_keys" (
 
 CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
 
+CREATE TABLE orders (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    -- No ON DELETE: a pet that an order names cannot be deleted, so the sales
+    -- history stays whole (the API answers 409 before the database would).
+    pet_id     INTEGER NOT NULL REFERENCES pets (id),
+    status     TEXT    NOT NULL CHECK (status IN ('placed', 'delivered', 'cancelled')),
+    -- Unix milliseconds, UTC.
+    placed_at  INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    CHECK (updated_at >= placed_at)
+) STRICT;
+
+CREATE UNIQUE INDEX orders_one_placed_per_pet ON orders (pet_id) WHERE status = 'placed';
+
+CREATE INDEX orders_pet ON orders (pet_id);
+
+CREATE INDEX orders_status_listing ON orders (status, id, pet_id, placed_at, updated_at);
+
 CREATE TABLE "pets" (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,
     name        TEXT    NOT NULL CHECK (instr(CAST(name AS BLOB), x'00') = 0 AND length(name) BETWEEN 1 AND 100),

@@ -62,13 +62,20 @@ type store struct {
 	writer *sql.DB
 	reader *sql.DB
 
-	insertPet   *sql.Stmt
-	selectPet   *sql.Stmt
-	listAll     *sql.Stmt
-	listByState *sql.Stmt
-	savepoint   *sql.Stmt
-	release     *sql.Stmt
-	rollbackTo  *sql.Stmt
+	insertPet        *sql.Stmt
+	selectPet        *sql.Stmt
+	selectPetTx      *sql.Stmt // selectPet on the writer, inside a write
+	updatePetStmt    *sql.Stmt
+	deletePetStmt    *sql.Stmt
+	listAll          *sql.Stmt
+	listByState      *sql.Stmt
+	listByID         *sql.Stmt
+	listByIDAndState *sql.Stmt
+	orderStmts       orderStatements
+	savepoint        *sql.Stmt
+	release          *sql.Stmt
+	rollbackTo       *sql.Stmt
+	prepared         []*sql.Stmt // every statement above, to close
 
 	// schemaFrom is the schema version the database had when opened, and
 	// schemaVersion the one it has now (see migrate).
@@ -164,8 +171,23 @@ func (s *store) prepare(ctx context.Context) error {
 	}{
 		{s.writer, &s.insertPet, sqlInsertPet},
 		{s.reader, &s.selectPet, sqlSelectPet},
+		{s.writer, &s.selectPetTx, sqlSelectPet},
+		{s.writer, &s.updatePetStmt, sqlUpdatePet},
+		{s.writer, &s.deletePetStmt, sqlDeletePet},
 		{s.reader, &s.listAll, sqlListPets},
 		{s.reader, &s.listByState, sqlListPetsByStatus},
+		{s.reader, &s.listByID, sqlListPetsByID},
+		{s.reader, &s.listByIDAndState, sqlListPetsByIDAndState},
+		{s.writer, &s.orderStmts.insert, sqlInsertOrder},
+		{s.reader, &s.orderStmts.selectOne, sqlSelectOrder},
+		{s.writer, &s.orderStmts.selectOneTx, sqlSelectOrder},
+		{s.writer, &s.orderStmts.update, sqlUpdateOrder},
+		{s.writer, &s.orderStmts.claimPet, sqlClaimPet},
+		{s.writer, &s.orderStmts.settlePet, sqlSettlePet},
+		{s.writer, &s.orderStmts.placedOf, sqlPlacedOrderOf},
+		{s.writer, &s.orderStmts.countOf, sqlCountOrdersOf},
+		{s.reader, &s.orderStmts.list, sqlListOrders},
+		{s.reader, &s.orderStmts.listByState, sqlListOrdersByStatus},
 		{s.writer, &s.savepoint, "SAVEPOINT job"},
 		{s.writer, &s.release, "RELEASE job"},
 		{s.writer, &s.rollbackTo, "ROLLBACK TO job"},
@@ -176,6 +198,7 @@ func (s *store) prepare(ctx context.Context) error {
 			return fmt.Errorf("prepare %q: %w", st.query, err)
 		}
 		*st.dst = stmt
+		s.prepared = append(s.prepared, stmt)
 	}
 	return nil
 }
@@ -198,10 +221,8 @@ func (s *store) Close() error {
 
 // closeDB closes the statements and both pools.
 func (s *store) closeDB() error {
-	for _, stmt := range []*sql.Stmt{s.insertPet, s.selectPet, s.listAll, s.listByState, s.savepoint, s.release, s.rollbackTo} {
-		if stmt != nil {
-			stmt.Close()
-		}
+	for _, stmt := range s.prepared {
+		stmt.Close()
 	}
 	return errors.Join(s.reader.Close(), s.writer.Close())
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"strconv"
 )
 
 // The pets' SQL. The list statements are keyset pages (see queryPage);
@@ -14,7 +16,35 @@ const (
 	sqlSelectPet        = "SELECT " + petColumns + " FROM pets WHERE id = ?"
 	sqlListPets         = "SELECT " + petColumns + " FROM pets WHERE id > ? ORDER BY id LIMIT ?"
 	sqlListPetsByStatus = "SELECT " + petColumns + " FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?"
+	// The id filter's ids are one parameter, a JSON array, so that one
+	// prepared statement serves any number of them.
+	sqlListPetsByID         = "SELECT " + petColumns + " FROM pets WHERE id IN (SELECT value FROM json_each(?)) AND id > ? ORDER BY id LIMIT ?"
+	sqlListPetsByIDAndState = "SELECT " + petColumns + " FROM pets WHERE id IN (SELECT value FROM json_each(?)) AND status = ? AND id > ? ORDER BY id LIMIT ?"
+	sqlUpdatePet            = "UPDATE pets SET name = ?, category_id = ?, status = ? WHERE id = ?"
+	sqlDeletePet            = "DELETE FROM pets WHERE id = ?"
 )
+
+// outcome is the result of a write that the data may refuse: either value,
+// or refused, which says why nothing was written (an *apiError or a
+// *notFoundError, which errors.go translates). A refusal is an answer for the
+// client, not a failure of the job: its batch goes on undisturbed.
+type outcome[T any] struct {
+	value   T
+	refused error
+}
+
+// refuse is the outcome of a write refused for err.
+func refuse[T any](err error) (outcome[T], error) { return outcome[T]{refused: err}, nil }
+
+// result returns the outcome's value, or its refusal as the error; err, the
+// write's own failure, comes first.
+func (o outcome[T]) result(err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return o.value, o.refused
+}
 
 // scanPet reads a row of petColumns.
 func scanPet(rows interface{ Scan(...any) error }, p *Pet) error {
@@ -40,6 +70,16 @@ func (s *store) listPets(ctx context.Context, status string, pr pageRequest) (pa
 		return queryPage(ctx, s, "list pets", s.listAll, pr, scanPet)
 	}
 	return queryPage(ctx, s, "list pets", s.listByState, pr, scanPet, status)
+}
+
+// listPetsByID returns a page of the pets among ids that exist, of the
+// given status unless it is "".
+func (s *store) listPetsByID(ctx context.Context, ids []int64, status string, pr pageRequest) (page[Pet], error) {
+	idArray, _ := json.Marshal(ids) // integers always encode
+	if status == "" {
+		return queryPage(ctx, s, "list pets by id", s.listByID, pr, scanPet, idArray)
+	}
+	return queryPage(ctx, s, "list pets by id", s.listByIDAndState, pr, scanPet, idArray, status)
 }
 
 // countByStatus counts the pets of each status, for the metrics.
@@ -140,4 +180,104 @@ func queryPage[T any](ctx context.Context, s *store, what string, stmt *sql.Stmt
 		return page[T]{items: items[:pr.limit], more: true}, nil
 	}
 	return page[T]{items: items}, nil
+}
+
+// petPatch is a validated merge patch of a pet: the fields to set, nil for
+// those to keep.
+type petPatch struct {
+	Name       *string
+	CategoryID *int64
+	Status     *string
+}
+
+// getPet reads the pet id inside the transaction, nil when there is none.
+func (tx *txn) getPet(id int64) (*Pet, error) {
+	var p Pet
+	err := scanPet(tx.tx.StmtContext(tx.ctx, tx.st.selectPetTx).QueryRowContext(tx.ctx, id), &p)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, tx.st.failed("select pet", err)
+	}
+	return &p, nil
+}
+
+// updatePet applies patch to the pet id and returns the pet as it is then.
+// It refuses a pet that does not exist, and a change of status while an
+// order of the pet is placed: that order decides the pet's status.
+func (tx *txn) updatePet(id int64, patch petPatch) (outcome[Pet], error) {
+	p, err := tx.getPet(id)
+	if err != nil || p == nil {
+		return outcome[Pet]{refused: &notFoundError{what: "pet", id: id}}, err
+	}
+	next := *p
+	if patch.Name != nil {
+		next.Name = *patch.Name
+	}
+	if patch.CategoryID != nil {
+		next.CategoryID = *patch.CategoryID
+	}
+	if patch.Status != nil {
+		next.Status = *patch.Status
+	}
+	if next == *p {
+		return outcome[Pet]{value: next}, nil
+	}
+	if next.Status != p.Status {
+		order, err := tx.placedOrderOf(id)
+		if err != nil {
+			return outcome[Pet]{}, err
+		}
+		if order != 0 {
+			return refuse[Pet](errorf(codePetHasOpenOrder, "pet %d has order %d placed, so its status (%s) follows that order: deliver or cancel the order (PATCH /v1/store/orders/%d) instead; its name and category can change", id, order, p.Status, order))
+		}
+	}
+	if _, err := tx.tx.StmtContext(tx.ctx, tx.st.updatePetStmt).ExecContext(tx.ctx, next.Name, next.CategoryID, next.Status, id); err != nil {
+		return outcome[Pet]{}, tx.st.failedWrite("update pet", err)
+	}
+	tx.changes.changedIn(petsResource, id)
+	return outcome[Pet]{value: next}, nil
+}
+
+// deletePet deletes the pet id. It refuses a pet that does not exist, and
+// one that an order names: the sales history stays whole.
+func (tx *txn) deletePet(id int64) (outcome[struct{}], error) {
+	p, err := tx.getPet(id)
+	if err != nil || p == nil {
+		return outcome[struct{}]{refused: &notFoundError{what: "pet", id: id}}, err
+	}
+	n, err := tx.countOrdersOf(id)
+	if err != nil {
+		return outcome[struct{}]{}, err
+	}
+	if n > 0 {
+		return refuse[struct{}](errorf(codePetHasOrders, "pet %d is named by %s, its sales history, so it cannot be deleted; a sold or returned pet can be given another status with PATCH instead", id, plural(n, "order")))
+	}
+	if _, err := tx.tx.StmtContext(tx.ctx, tx.st.deletePetStmt).ExecContext(tx.ctx, id); err != nil {
+		return outcome[struct{}]{}, tx.st.failedWrite("delete pet", err)
+	}
+	tx.changes.changedIn(petsResource, id)
+	return outcome[struct{}]{}, nil
+}
+
+// plural says n things: "1 order", "3 orders".
+func plural(n int64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.FormatInt(n, 10) + " " + thing + "s"
+}
+
+// updatePet applies patch to the pet id; see txn.updatePet.
+func (s *store) updatePet(ctx context.Context, id int64, patch petPatch) (Pet, error) {
+	o, err := write(ctx, s, func(tx *txn) (outcome[Pet], error) { return tx.updatePet(id, patch) })
+	return o.result(err)
+}
+
+// deletePet deletes the pet id; see txn.deletePet.
+func (s *store) deletePet(ctx context.Context, id int64) error {
+	o, err := write(ctx, s, func(tx *txn) (outcome[struct{}], error) { return tx.deletePet(id) })
+	_, err = o.result(err)
+	return err
 }

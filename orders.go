@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// The store area: orders that sell pets (see store_orders.go for the rules
+// that keep the catalogue and the orders in agreement).
+
+// listOrdersSpec is what listOrders accepts.
+var listOrdersSpec = listSpec{operation: "listOrders", item: "order", path: "/v1/store/orders", statuses: orderStatuses}
+
+// placeOrder is the placeOrder operation, POST /v1/store/orders with a
+// NewOrder body ({"petId": N}), as the create handler runs it (see
+// idempotent). now stamps the order; placed counts the orders placed.
+func placeOrder(now func() time.Time, placed func()) creator {
+	return creator{operation: "placeOrder", path: "/v1/store/orders", onCreate: placed, decode: func(body []byte) (creation, error) {
+		var petID int64
+		err := decodeObject(body, object{name: "NewOrder", example: `{"petId": 1}`, fields: []field{
+			{name: "petId", required: true, decode: func(raw json.RawMessage) error { return decodeID("petId", raw, &petID) }},
+		}})
+		if err != nil {
+			return creation{}, err
+		}
+		return creation{
+			fingerprint: fingerprintOf(petID),
+			write: func(tx *txn) (outcome[created], error) {
+				o, err := tx.placeOrder(petID, now())
+				if err != nil || o.refused != nil {
+					return outcome[created]{refused: o.refused}, err
+				}
+				return outcome[created]{value: created{id: o.value.ID, body: orderBody(o.value)}}, nil
+			},
+		}, nil
+	}}
+}
+
+// handleListOrders serves listOrders: GET /v1/store/orders?limit=&status=&after=.
+// Pages are cached encoded (see cache.go).
+func handleListOrders(log *slog.Logger, st *store) http.Handler {
+	cache := newResponseCache(&st.generations, ordersResource, orderListSlots)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, err := parseListQuery(r.URL.RawQuery, listOrdersSpec)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		key := cacheKey{id: q.page.after, limit: q.page.limit, filter: q.status}
+		p, err := cache.page(key, func() (cachedPage, error) {
+			orders, err := st.listOrders(r.Context(), q.status, q.page)
+			if err != nil {
+				return cachedPage{}, err
+			}
+			p := cachedPage{body: ordersBody(orders.items), more: orders.more}
+			if orders.more {
+				p.link = listOrdersSpec.nextLink(q, orders.items[len(orders.items)-1].ID)
+			}
+			return p, nil
+		})
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		if p.link != "" {
+			w.Header().Set("Link", p.link)
+		}
+		writeBody(w, http.StatusOK, p.body)
+	})
+}
+
+// handleGetOrder serves getOrder: GET /v1/store/orders/{orderId}. Found
+// orders are cached encoded (see cache.go).
+func handleGetOrder(log *slog.Logger, st *store) http.Handler {
+	cache := newResponseCache(&st.generations, ordersResource, orderCacheSlots)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := orderIDOf(w, r, log)
+		if !ok {
+			return
+		}
+		body, err := cache.item(id, func() ([]byte, error) {
+			o, err := st.getOrder(r.Context(), id)
+			if err != nil {
+				return nil, err
+			}
+			return orderBody(o), nil
+		})
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeBody(w, http.StatusOK, body)
+	})
+}
+
+// handleUpdateOrder serves updateOrder: PATCH /v1/store/orders/{orderId} with
+// {"status": "delivered"} or {"status": "cancelled"}, as JSON or as a JSON
+// Merge Patch. now stamps the change; changed counts each transition.
+func handleUpdateOrder(log *slog.Logger, st *store, now func() time.Time, changed func(from, to string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := orderIDOf(w, r, log)
+		if !ok {
+			return
+		}
+		body, err := readJSONBody(w, r, mergePatchType)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		var to string
+		err = decodeObject(body, object{name: "OrderUpdate", example: `{"status": "delivered"}`, fields: []field{
+			{name: "status", required: true, decode: func(raw json.RawMessage) error { return decodeEnum("status", orderStatuses, raw, &to) }},
+		}})
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		o, err := st.updateOrder(r.Context(), id, to, now())
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		if o.from != o.Status {
+			changed(o.from, o.Status)
+		}
+		writeBody(w, http.StatusOK, orderBody(o.Order))
+	})
+}
+
+// orderIDOf reads the orderId of the path. An id that cannot exist is an
+// order that does not exist: it answers 404 and returns false.
+func orderIDOf(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int64, bool) {
+	raw := r.PathValue("orderId")
+	id, ok := parsePathID(raw)
+	if !ok {
+		writeError(w, r, log, errorf(codeNotFound, "no order has id %q; order ids are positive integers", abbreviate(raw)))
+	}
+	return id, ok
+}
