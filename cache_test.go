@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -164,21 +166,22 @@ func publish(cs changeSet) func(g *generations) {
 }
 
 // TestCachedReadsAlwaysMatchTheDatabase drives random writes through the
-// API and, after each one, compares every read the caches may hold with the
-// database itself, read past the caches. It fails if any write of the
-// store declares less than it changes.
+// API (creates, patches, deletes, orders placed and changed) and, after each
+// one, compares every read the caches may hold with the database itself,
+// read past the caches. It fails if any write of the store declares less
+// than it changes.
 func TestCachedReadsAlwaysMatchTheDatabase(t *testing.T) {
 	ts := newTestServer(t)
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	var ids []int64
+	var petIDs, orderIDs []int64
 
 	// check reads every cached query twice (the second is a cache hit when
 	// the first filled it) and compares both with the database.
 	check := func(step int, what string) {
 		t.Helper()
-		for _, id := range append(ids, int64(len(ids)+1)) {
+		for _, id := range append(petIDs, petIDs[len(petIDs)-1]+1) {
 			want, err := ts.Store.getPet(t.Context(), id)
 			for range 2 {
 				res := ts.do(t, "GET", fmt.Sprintf("/v1/pets/%d", id), "", nil)
@@ -190,9 +193,20 @@ func TestCachedReadsAlwaysMatchTheDatabase(t *testing.T) {
 				}
 			}
 		}
+		for _, id := range orderIDs {
+			want, err := ts.Store.getOrder(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if got := ts.do(t, "GET", fmt.Sprintf("/v1/store/orders/%d", id), "", nil).Body; string(got) != string(orderBody(want)) {
+					t.Fatalf("step %d (%s): getOrder %d = %s, the database holds %s", step, what, id, got, orderBody(want))
+				}
+			}
+		}
 		for _, status := range []string{"", "available", "pending", "sold"} {
-			for _, limit := range []int{1, 3, 100} {
-				for _, after := range []int64{0, 1, int64(len(ids) / 2)} {
+			for _, limit := range []int{1, 100} {
+				for _, after := range []int64{0, int64(len(petIDs) / 2)} {
 					p, err := ts.Store.listPets(t.Context(), status, pageRequest{after: after, limit: limit})
 					if err != nil {
 						t.Fatal(err)
@@ -209,18 +223,126 @@ func TestCachedReadsAlwaysMatchTheDatabase(t *testing.T) {
 				}
 			}
 		}
+		for _, status := range []string{"", "placed", "delivered", "cancelled"} {
+			for _, limit := range []int{1, 100} {
+				p, err := ts.Store.listOrders(t.Context(), status, pageRequest{limit: limit})
+				if err != nil {
+					t.Fatal(err)
+				}
+				path := fmt.Sprintf("/v1/store/orders?limit=%d&status=%s", limit, status)
+				if status == "" {
+					path = fmt.Sprintf("/v1/store/orders?limit=%d", limit)
+				}
+				for range 2 {
+					if got := ts.do(t, "GET", path, "", nil).Body; string(got) != string(ordersBody(p.items)) {
+						t.Fatalf("step %d (%s): GET %s = %s, the database holds %s", step, what, path, got, ordersBody(p.items))
+					}
+				}
+			}
+		}
 	}
-	check(0, "empty")
-	for step := 1; step <= 60; step++ {
-		switch op := rng.IntN(3); {
-		case op == 0 || len(ids) == 0:
+	petIDs = append(petIDs, ts.createPet(t, "first", 1, "").ID)
+	check(0, "one pet")
+	pick := func(ids []int64) int64 { return ids[rng.IntN(len(ids))] }
+	for step := 1; step <= 50; step++ {
+		var what string
+		switch op := rng.IntN(6); {
+		case op == 0:
 			p := ts.createPet(t, fmt.Sprint("pet-", step), 1, petStatuses[rng.IntN(3)])
-			ids = append(ids, p.ID)
-			check(step, fmt.Sprintf("created pet %d", p.ID))
+			petIDs = append(petIDs, p.ID)
+			what = fmt.Sprintf("created pet %d", p.ID)
+		case op == 1:
+			id := pick(petIDs)
+			res := ts.do(t, "PATCH", fmt.Sprintf("/v1/pets/%d", id), fmt.Sprintf(`{"name":"patched-%d","status":%q}`, step, petStatuses[rng.IntN(3)]), nil)
+			what = fmt.Sprintf("patched pet %d: %d", id, res.Status)
+		case op == 2:
+			id := pick(petIDs)
+			res := ts.do(t, "DELETE", fmt.Sprintf("/v1/pets/%d", id), "", nil)
+			what = fmt.Sprintf("deleted pet %d: %d", id, res.Status)
+		case op == 3 || len(orderIDs) == 0:
+			id := pick(petIDs)
+			res := ts.do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, id), nil)
+			if res.Status == http.StatusCreated {
+				orderIDs = append(orderIDs, decode[orderJSON](t, res).ID)
+			}
+			what = fmt.Sprintf("ordered pet %d: %d", id, res.Status)
 		default:
-			id := ids[rng.IntN(len(ids))]
-			renamePet(t, ts.Store, id, fmt.Sprint("renamed-", step))
-			check(step, fmt.Sprintf("renamed pet %d", id))
+			id := pick(orderIDs)
+			res := ts.setOrder(t, id, orderStatuses[1+rng.IntN(2)])
+			what = fmt.Sprintf("changed order %d: %d", id, res.Status)
+		}
+		check(step, what)
+	}
+}
+
+// TestChangesAreSeenOnTheNextRequest changes pets and orders in a tight
+// loop while readers keep the caches filling, and after every 2xx reads what
+// it changed: the very next request must see the change.
+func TestChangesAreSeenOnTheNextRequest(t *testing.T) {
+	ts := newTestServer(t)
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for _, path := range []string{"/v1/pets?status=sold", "/v1/store/orders?status=placed", "/v1/pets/1"} {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					ts.do(t, "GET", path, "", nil)
+				}
+			}
+		})
+	}
+	defer func() { close(stop); readers.Wait() }()
+
+	listed := func(path string, id int64) bool {
+		return slices.ContainsFunc(decode[[]Pet](t, ts.do(t, "GET", path, "", nil)), func(p Pet) bool { return p.ID == id })
+	}
+	for i := range 20 {
+		p := ts.createPet(t, fmt.Sprint("loop-", i), 1, "available")
+		petPath := fmt.Sprintf("/v1/pets/%d", p.ID)
+		ts.do(t, "GET", petPath, "", nil) // cached now
+		if res := ts.do(t, "PATCH", petPath, `{"status":"sold"}`, nil); res.Status != http.StatusOK {
+			t.Fatalf("PATCH: %d", res.Status)
+		}
+		if got := decode[Pet](t, ts.do(t, "GET", petPath, "", nil)); got.Status != "sold" {
+			t.Fatalf("getPet right after PATCH to sold: %v", got)
+		}
+		if !listed("/v1/pets?status=sold&limit=100&after="+fmt.Sprint(p.ID-1), p.ID) || listed("/v1/pets?status=available&limit=100&after="+fmt.Sprint(p.ID-1), p.ID) {
+			t.Fatalf("the status filter does not show pet %d sold right after PATCH", p.ID)
+		}
+		ts.do(t, "PATCH", petPath, `{"status":"available"}`, nil)
+		o := ts.placeOrder(t, p.ID)
+		if got := decode[Pet](t, ts.do(t, "GET", petPath, "", nil)); got.Status != "pending" {
+			t.Fatalf("getPet right after its order: %v, want pending", got)
+		}
+		orderPath := fmt.Sprintf("/v1/store/orders/%d", o.ID)
+		ts.do(t, "GET", orderPath, "", nil) // cached now
+		to := []string{"delivered", "cancelled"}[i%2]
+		if res := ts.setOrder(t, o.ID, to); res.Status != http.StatusOK {
+			t.Fatalf("PATCH order: %d", res.Status)
+		}
+		if got := decode[orderJSON](t, ts.do(t, "GET", orderPath, "", nil)); got.Status != to {
+			t.Fatalf("getOrder right after PATCH to %s: %v", to, got)
+		}
+		if got := decode[Pet](t, ts.do(t, "GET", petPath, "", nil)); got.Status != petStatusAfter[to] {
+			t.Fatalf("getPet right after its order became %s: %v", to, got)
+		}
+		if to == "cancelled" {
+			if res := ts.do(t, "DELETE", petPath, "", nil); res.Status != http.StatusConflict {
+				t.Fatalf("DELETE of a pet with orders: %d", res.Status)
+			}
+			q := ts.createPet(t, "doomed", 1, "available")
+			qPath := fmt.Sprintf("/v1/pets/%d", q.ID)
+			ts.do(t, "GET", qPath, "", nil) // cached now
+			ts.do(t, "DELETE", qPath, "", nil)
+			if res := ts.do(t, "GET", qPath, "", nil); res.Status != http.StatusNotFound {
+				t.Fatalf("getPet right after DELETE: %d", res.Status)
+			}
+			if listed("/v1/pets?limit=100&after="+fmt.Sprint(q.ID-1), q.ID) {
+				t.Fatalf("listPets right after DELETE still shows pet %d", q.ID)
+			}
 		}
 	}
 }

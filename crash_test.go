@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -74,7 +75,14 @@ func createLoad(t *testing.T, url, prefix string, workers int, stop <-chan struc
 // postCreate sends one createPet with the test key and, when key is not
 // empty, an Idempotency-Key.
 func postCreate(client *http.Client, url, body, key string) (response, error) {
-	req, err := http.NewRequest("POST", url+"/v1/pets", strings.NewReader(body))
+	return send(client, "POST", url+"/v1/pets", body, key)
+}
+
+// send sends one request with the test key, a JSON body and, when key is not
+// empty, an Idempotency-Key. Unlike doRequest it returns the transport's
+// error, which a test that kills the process expects.
+func send(client *http.Client, method, url, body, key string) (response, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		return response{}, err
 	}
@@ -273,4 +281,148 @@ func signalAtRandom(cmd *exec.Cmd, sig syscall.Signal, least, spread time.Durati
 		close(stop)
 	}()
 	return stop, stopped
+}
+
+// orderAck is a change of an order that the service acknowledged: after any
+// crash, the order must be at least this far.
+type orderAck struct {
+	orderID int64
+	status  string
+}
+
+// TestSIGKILLKeepsTheCatalogueAndOrdersInAgreement places, delivers and
+// cancels orders from several clients while the real binary is killed at
+// random moments, then checks the database itself after each restart: every
+// acknowledged order and change is there, every placed order's pet is
+// pending, no pet has two placed orders, and no order names a missing pet.
+func TestSIGKILLKeepsTheCatalogueAndOrdersInAgreement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	bin := buildBinary(t)
+	dbPath := filepath.Join(t.TempDir(), "pets.db")
+	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + dbPath, "PETSTORE_API_KEYS=" + testKey}
+	const rounds, workers, pets = 3, 6, 40
+	svc := startBinary(t, bin, env...)
+	client := &http.Client{Timeout: 20 * time.Second}
+	defer client.CloseIdleConnections()
+	for i := range pets {
+		if res, err := postCreate(client, svc.URL, fmt.Sprintf(`{"name":"p%d","categoryId":1}`, i), ""); err != nil || res.Status != http.StatusCreated {
+			t.Fatalf("seed pet %d: %v %d", i, err, res.Status)
+		}
+	}
+	svc.Cmd.Process.Kill()
+	svc.Cmd.Wait()
+
+	var acks []orderAck
+	for round := range rounds {
+		svc := startBinary(t, bin, env...)
+		stop, stopped := signalAtRandom(svc.Cmd, syscall.SIGKILL, 150*time.Millisecond, 450*time.Millisecond)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(round), uint64(w)))
+				var mine []int64 // this worker's placed orders
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					var res response
+					var err error
+					var ack orderAck
+					if len(mine) == 0 || rng.IntN(2) == 0 {
+						res, err = send(client, "POST", svc.URL+"/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, 1+rng.IntN(pets)), "")
+						if err == nil && res.Status == http.StatusCreated {
+							var o orderJSON
+							json.Unmarshal(res.Body, &o)
+							mine = append(mine, o.ID)
+							ack = orderAck{o.ID, "placed"}
+						}
+					} else {
+						id := mine[len(mine)-1]
+						mine = mine[:len(mine)-1]
+						to := []string{"delivered", "cancelled"}[rng.IntN(2)]
+						res, err = send(client, "PATCH", fmt.Sprintf("%s/v1/store/orders/%d", svc.URL, id), fmt.Sprintf(`{"status":%q}`, to), "")
+						if err == nil && res.Status == http.StatusOK {
+							ack = orderAck{id, to}
+						}
+					}
+					switch {
+					case err != nil && !stopped.Load():
+						t.Errorf("round %d: a request failed before the kill: %v", round, err)
+						return
+					case err != nil:
+						return
+					case res.Status >= 500:
+						t.Errorf("round %d: status %d: %s", round, res.Status, res.Body)
+					case ack.orderID != 0:
+						mu.Lock()
+						acks = append(acks, ack)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		svc.Cmd.Wait()
+		checkStoreInvariants(t, round, dbPath, acks)
+	}
+	t.Logf("%d acknowledged order changes checked over %d kills", len(acks), rounds)
+}
+
+// checkStoreInvariants checks the database file after a crash, as a
+// separate process would.
+func checkStoreInvariants(t *testing.T, round int, dbPath string, acks []orderAck) {
+	t.Helper()
+	if got := integrityCheck(t, dbPath); got != "ok" {
+		t.Fatalf("round %d: integrity_check = %q", round, got)
+	}
+	db, err := sql.Open("sqlite", dbPath+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, c := range []struct{ rule, query string }{
+		{"a placed order whose pet is not pending", "SELECT count(*) FROM orders o JOIN pets p ON p.id = o.pet_id WHERE o.status = 'placed' AND p.status <> 'pending'"},
+		{"a pet with two placed orders", "SELECT count(*) FROM (SELECT pet_id FROM orders WHERE status = 'placed' GROUP BY pet_id HAVING count(*) > 1)"},
+		{"an order naming a missing pet", "SELECT count(*) FROM orders o LEFT JOIN pets p ON p.id = o.pet_id WHERE p.id IS NULL"},
+		{"a pending pet without a placed order (no pet was created pending)", "SELECT count(*) FROM pets p WHERE p.status = 'pending' AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.pet_id = p.id AND o.status = 'placed')"},
+	} {
+		var n int
+		if err := db.QueryRowContext(t.Context(), c.query).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("round %d: %d rows: %s", round, n, c.rule)
+		}
+	}
+	status := map[int64]string{}
+	rows, err := db.QueryContext(t.Context(), "SELECT id, status FROM orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var s string
+		if err := rows.Scan(&id, &s); err != nil {
+			t.Fatal(err)
+		}
+		status[id] = s
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range acks {
+		got, ok := status[a.orderID]
+		switch {
+		case !ok:
+			t.Errorf("round %d: acknowledged order %d is lost", round, a.orderID)
+		case a.status != "placed" && got != a.status:
+			t.Errorf("round %d: order %d was acknowledged %s, the database says %s", round, a.orderID, a.status, got)
+		}
+	}
 }

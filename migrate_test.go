@@ -130,7 +130,20 @@ func TestMigrationsUpgradeAReleaseDatabaseInPlace(t *testing.T) {
 			t.Errorf("first pet after the upgrade mismatch (-want +got):\n%s", diff)
 		}
 	})
-	t.Run("the upgraded file passes SQLite's integrity and foreign key checks", func(t *testing.T) {
+	t.Run("a pet from the release can be ordered and sold", func(t *testing.T) {
+		res := ts.do(t, "POST", "/v1/store/orders", `{"petId":1}`, auth)
+		if res.Status != http.StatusCreated {
+			t.Fatalf("placeOrder: status %d, body %s", res.Status, res.Body)
+		}
+		o := decode[orderJSON](t, res)
+		if res := ts.do(t, "PATCH", fmt.Sprintf("/v1/store/orders/%d", o.ID), `{"status":"delivered"}`, auth); res.Status != http.StatusOK {
+			t.Fatalf("deliver: status %d, body %s", res.Status, res.Body)
+		}
+		if diff := cmp.Diff([]Pet{{1, "Rex", 1, "sold"}}, decode[[]Pet](t, ts.do(t, "GET", "/v1/pets?id=1", "", auth))); diff != "" {
+			t.Errorf("pet 1 after its order mismatch (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("the upgraded file passes SQLite's integrity check", func(t *testing.T) {
 		if got := integrityCheck(t, path); got != "ok" {
 			t.Errorf("integrity_check = %q, want ok", got)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -505,5 +506,53 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	case <-exited:
 	case <-time.After(5 * time.Second):
 		t.Fatalf("the process still runs 5s after the second SIGTERM (drain timeout is 1m)")
+	}
+}
+
+// metricValue reads one series from a /metrics answer: the value of the
+// metric name whose labels are exactly labels, 0 when there is none.
+func metricValue(t *testing.T, body []byte, name string, labels map[string]string) float64 {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range families[name].GetMetric() {
+		got := map[string]string{}
+		for _, l := range m.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if cmp.Equal(labels, got) {
+			return seriesValue(m)
+		}
+	}
+	return 0
+}
+
+func TestOrderTransitionsAreCounted(t *testing.T) {
+	ts := newTestServer(t)
+	var orders []int64
+	for i := range 3 {
+		p := ts.createPet(t, fmt.Sprint("pet-", i), 1, "")
+		orders = append(orders, ts.placeOrder(t, p.ID).ID)
+	}
+	p := ts.createPet(t, "keyed", 1, "")
+	for range 2 { // the replay is not a second order
+		ts.do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, p.ID), withIdempotencyKey("once"))
+	}
+	ts.do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, p.ID), nil) // 409: not counted
+	ts.setOrder(t, orders[0], "delivered")
+	ts.setOrder(t, orders[1], "cancelled")
+	ts.setOrder(t, orders[2], "placed")    // no change: not counted
+	ts.setOrder(t, orders[0], "cancelled") // 409: not counted
+	body := ts.do(t, "GET", "/metrics", "", nil).Body
+	got := map[string]float64{}
+	for _, tr := range [][2]string{{"new", "placed"}, {"placed", "delivered"}, {"placed", "cancelled"}, {"placed", "placed"}, {"delivered", "cancelled"}} {
+		got[tr[0]+" -> "+tr[1]] = metricValue(t, body, "petstore_order_transitions_total", map[string]string{"from": tr[0], "to": tr[1]})
+	}
+	want := map[string]float64{"new -> placed": 4, "placed -> delivered": 1, "placed -> cancelled": 1, "placed -> placed": 0, "delivered -> cancelled": 0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("order transitions mismatch (-want +got):\n%s", diff)
 	}
 }

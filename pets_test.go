@@ -353,6 +353,74 @@ func TestPagination(t *testing.T) {
 	})
 }
 
+// TestPagingWhileStatusesChange pages through a filtered list of pets, and
+// one of orders, while other clients change statuses between the pages:
+// no item is listed twice, and every item whose status did not change is
+// listed.
+func TestPagingWhileStatusesChange(t *testing.T) {
+	ts := newTestServer(t)
+	var pets []Pet
+	for i := range 40 {
+		pets = append(pets, ts.createPet(t, fmt.Sprint("pet-", i), 1, "available"))
+	}
+	var orders []orderJSON
+	for _, p := range pets[20:] {
+		orders = append(orders, ts.placeOrder(t, p.ID))
+	}
+	changed := map[int64]bool{}
+	n := 0
+	// Between pages, two pets change status: one ahead of the pages read
+	// so far, one behind.
+	changePets := func() {
+		for _, i := range []int{(n*7 + 3) % 20, (n * 11) % 20} {
+			p := pets[i]
+			to := []string{"sold", "pending", "available"}[n%3]
+			if res := ts.do(t, "PATCH", fmt.Sprintf("/v1/pets/%d", p.ID), fmt.Sprintf(`{"status":%q}`, to), nil); res.Status != http.StatusOK {
+				t.Fatalf("PATCH: %d", res.Status)
+			}
+			changed[p.ID] = true
+		}
+		n++
+	}
+	got := listAll[Pet](t, ts.URL, "/v1/pets?status=available&limit=3", nil, changePets)
+	seen := map[int64]bool{}
+	for _, p := range got {
+		if seen[p.ID] {
+			t.Errorf("pet %d listed twice", p.ID)
+		}
+		seen[p.ID] = true
+	}
+	for _, p := range pets[:20] {
+		if !changed[p.ID] && !seen[p.ID] {
+			t.Errorf("pet %d stayed available but was skipped", p.ID)
+		}
+	}
+
+	changedOrders := map[int64]bool{}
+	n = 0
+	changeOrders := func() {
+		o := orders[(n*7)%len(orders)]
+		if !changedOrders[o.ID] {
+			ts.setOrder(t, o.ID, "delivered")
+			changedOrders[o.ID] = true
+		}
+		n++
+	}
+	gotOrders := listAll[orderJSON](t, ts.URL, "/v1/store/orders?status=placed&limit=3", nil, changeOrders)
+	seenOrders := map[int64]bool{}
+	for _, o := range gotOrders {
+		if seenOrders[o.ID] {
+			t.Errorf("order %d listed twice", o.ID)
+		}
+		seenOrders[o.ID] = true
+	}
+	for _, o := range orders {
+		if !changedOrders[o.ID] && !seenOrders[o.ID] {
+			t.Errorf("order %d stayed placed but was skipped", o.ID)
+		}
+	}
+}
+
 func TestGetPet(t *testing.T) {
 	ts := newTestServer(t)
 	rex := ts.createPet(t, "Rex", 7, "pending")
@@ -402,21 +470,27 @@ func TestGetPetDeprecation(t *testing.T) {
 	}
 	rex := ts.createPet(t, "Rex", 1, "")
 	path := fmt.Sprintf("/v1/pets/%d", rex.ID)
-	wantHeaders := map[string]string{
-		"Deprecation": fmt.Sprintf("@%d", time.Date(2026, time.November, 21, 0, 0, 0, 0, time.UTC).Unix()),
-		"Sunset":      "Thu, 05 Dec 2030 00:00:00 GMT",
-		"Link":        `</v1/openapi.json>; rel="deprecation"; type="application/json"`,
-	}
-	checkHeaders := func(t *testing.T, res response) {
-		t.Helper()
-		got := map[string]string{}
-		for k := range wantHeaders {
-			got[k] = res.Header.Get(k)
+	// The headers name the documentation and, for the same pet, the
+	// successor: listPets with the id filter.
+	headersFor := func(id string) map[string][]string {
+		return map[string][]string{
+			"Deprecation": {fmt.Sprintf("@%d", time.Date(2026, time.November, 21, 0, 0, 0, 0, time.UTC).Unix())},
+			"Sunset":      {"Thu, 05 Dec 2030 00:00:00 GMT"},
+			"Link":        {`</v1/openapi.json>; rel="deprecation"; type="application/json"`, `</v1/pets?id=` + id + `>; rel="successor-version"`},
 		}
-		if diff := cmp.Diff(wantHeaders, got); diff != "" {
+	}
+	checkHeadersOf := func(t *testing.T, res response, id string) {
+		t.Helper()
+		want := headersFor(id)
+		got := map[string][]string{}
+		for k := range want {
+			got[k] = res.Header.Values(k)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("deprecation headers mismatch (-want +got):\n%s", diff)
 		}
 	}
+	checkHeaders := func(t *testing.T, res response) { t.Helper(); checkHeadersOf(t, res, fmt.Sprint(rex.ID)) }
 
 	t.Run("before the sunset a found pet is 200 with the headers", func(t *testing.T) {
 		res := ts.do(t, "GET", path, "", nil)
@@ -428,7 +502,7 @@ func TestGetPetDeprecation(t *testing.T) {
 	t.Run("a 404 carries the headers", func(t *testing.T) {
 		res := ts.do(t, "GET", "/v1/pets/999999", "", nil)
 		wantError(t, res, http.StatusNotFound, codeNotFound)
-		checkHeaders(t, res)
+		checkHeadersOf(t, res, "999999")
 	})
 	t.Run("a 401 carries the headers", func(t *testing.T) {
 		res := ts.do(t, "GET", path, "", map[string]string{"Authorization": ""})
@@ -439,7 +513,7 @@ func TestGetPetDeprecation(t *testing.T) {
 		for _, c := range []time.Time{sunset, sunset.Add(24 * time.Hour)} {
 			setClock(c)
 			res := ts.do(t, "GET", path, "", nil)
-			wantError(t, res, http.StatusGone, codeGone, "GET /v1/pets")
+			wantError(t, res, http.StatusGone, codeGone, "GET /v1/pets?id="+fmt.Sprint(rex.ID))
 			checkHeaders(t, res)
 		}
 	})
@@ -448,10 +522,21 @@ func TestGetPetDeprecation(t *testing.T) {
 		res := ts.do(t, "GET", path, "", map[string]string{"Authorization": ""})
 		wantError(t, res, http.StatusUnauthorized, codeUnauthorized)
 	})
-	t.Run("listPets is not deprecated", func(t *testing.T) {
-		res := ts.do(t, "GET", "/v1/pets", "", nil)
-		if res.Header.Get("Deprecation") != "" || res.Header.Get("Sunset") != "" {
-			t.Errorf("listPets carries deprecation headers: %v", res.Header)
+	t.Run("no other operation is deprecated", func(t *testing.T) {
+		for _, req := range []struct{ method, path, body string }{
+			{"GET", "/v1/pets", ""},
+			{"POST", "/v1/pets", `{"name":"Max","categoryId":1}`},
+			{"PATCH", path, `{}`},
+			{"DELETE", "/v1/pets/999999", ""},
+			{"POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, rex.ID)},
+			{"GET", "/v1/store/orders", ""},
+			{"GET", "/v1/store/orders/1", ""},
+			{"PATCH", "/v1/store/orders/1", `{"status":"cancelled"}`},
+		} {
+			res := ts.do(t, req.method, req.path, req.body, nil)
+			if res.Header.Get("Deprecation") != "" || res.Header.Get("Sunset") != "" || res.Header.Get("Link") != "" {
+				t.Errorf("%s %s carries deprecation headers: %v", req.method, req.path, res.Header)
+			}
 		}
 	})
 }
@@ -465,6 +550,11 @@ func TestAuthentication(t *testing.T) {
 		{"GET", fmt.Sprintf("/v1/pets/%d", rex.ID), ""},
 		{"GET", "/v1/pets/999999", ""},
 		{"GET", "/v1/store/orders", ""},
+		{"POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, rex.ID)},
+		{"GET", "/v1/store/orders/1", ""},
+		{"PATCH", "/v1/store/orders/1", `{"status":"cancelled"}`},
+		{"PATCH", fmt.Sprintf("/v1/pets/%d", rex.ID), `{"status":"sold"}`},
+		{"DELETE", fmt.Sprintf("/v1/pets/%d", rex.ID), ""},
 		{"GET", "/v1/no-such-thing", ""},
 		{"DELETE", "/v1/pets", ""},
 	}
@@ -494,6 +584,12 @@ func TestAuthentication(t *testing.T) {
 				}
 			})
 		}
+	}
+	if diff := cmp.Diff([]Pet{rex}, ts.petNow(t, rex.ID)); diff != "" {
+		t.Errorf("refused requests changed the pet (-want +got):\n%s", diff)
+	}
+	if orders := listAll[orderJSON](t, ts.URL, "/v1/store/orders", nil, nil); len(orders) != 0 {
+		t.Errorf("refused requests placed orders: %v", orders)
 	}
 	accepted := []struct{ rule, authorization string }{
 		{"the first key", "Bearer " + testKey},
