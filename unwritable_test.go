@@ -85,3 +85,44 @@ func TestCreateIsUnavailableWhileTheDatabaseCannotBeWritten(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryWriteIsUnavailableWhileTheDatabaseIsReadOnly checks the store
+// area's writes like the create above: 503 `unavailable`, nothing changed,
+// and the same write succeeds once the database can be written again.
+func TestEveryWriteIsUnavailableWhileTheDatabaseIsReadOnly(t *testing.T) {
+	ts := newTestServer(t)
+	pet := ts.createPet(t, "Rex", 1, "")
+	ordered := ts.createPet(t, "Kit", 1, "")
+	o := ts.placeOrder(t, ordered.ID)
+	writes := []struct{ rule, method, path, body string }{
+		{"updatePet", "PATCH", fmt.Sprintf("/v1/pets/%d", pet.ID), `{"name":"Renamed"}`},
+		{"deletePet", "DELETE", fmt.Sprintf("/v1/pets/%d", pet.ID), ""},
+		{"placeOrder", "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, pet.ID)},
+		{"updateOrder", "PATCH", fmt.Sprintf("/v1/store/orders/%d", o.ID), `{"status":"delivered"}`},
+	}
+	snapshot := func() string {
+		return fmt.Sprint(listAll[Pet](t, ts.URL, "/v1/pets", nil, nil), listAll[orderJSON](t, ts.URL, "/v1/store/orders", nil, nil))
+	}
+	before := snapshot()
+	for _, w := range writes {
+		t.Run(w.rule, func(t *testing.T) {
+			if _, err := ts.Store.writer.ExecContext(t.Context(), "PRAGMA query_only = 1"); err != nil {
+				t.Fatal(err)
+			}
+			wantError(t, ts.do(t, w.method, w.path, w.body, nil), http.StatusServiceUnavailable, codeUnavailable, "not stored", "retry")
+			if after := snapshot(); after != before {
+				t.Errorf("a refused %s changed the data:\n%s\nbecame\n%s", w.rule, before, after)
+			}
+			if _, err := ts.Store.writer.ExecContext(t.Context(), "PRAGMA query_only = 0"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("every write works again once the database can be written", func(t *testing.T) {
+		for _, w := range writes[2:] { // placeOrder and updateOrder; updatePet and deletePet are alike
+			if res := ts.do(t, w.method, w.path, w.body, nil); res.Status >= 300 {
+				t.Errorf("%s: status %d, body %s", w.rule, res.Status, res.Body)
+			}
+		}
+	})
+}
