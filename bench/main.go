@@ -1,5 +1,5 @@
 // Command bench is the load benchmark of the petstore service. In one run it
-// builds the service, loads databases of 1,000 and 1,000,000 pets, starts a
+// builds the service, makes databases of 1,000 and 1,000,000 pets, starts a
 // bare net/http "ceiling" server that answers the same requests from memory
 // and the real service on each database, and loads them in turn (ceiling,
 // service, ceiling, service...) with wrk, the same connections and duration
@@ -7,17 +7,23 @@
 // the ratio service/ceiling (median of the rounds), the service's peak RSS
 // and its start-up time.
 //
+// With -baseline REV it also builds the service as it was at the git
+// revision REV and loads it in every round beside the other two (ceiling,
+// baseline, service, ceiling, baseline, service...), each binary on its own
+// database of the same size, and the report adds the baseline's figures and
+// the ratio service/baseline: a before/after comparison measured side by
+// side, on one machine, in one run.
+//
 // Run it from the repository root with bench/run (which installs wrk when it
 // is missing). Everything listens on 127.0.0.1; the benchmark ends only the
-// processes it started, by PID, and every load run is bounded by -duration.
-// CI does not run it.
+// processes it started, by PID, every load run is bounded by -duration and
+// every start and stop by a timeout. CI does not run it.
 package main
 
 import (
 	"bufio"
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -35,8 +41,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	_ "modernc.org/sqlite"
 )
 
 func main() {
@@ -83,6 +87,18 @@ type options struct {
 	sizes    []int64
 	keep     bool
 	only     []string // scenarios to run; all when empty
+	baseline string   // the -baseline revision; none when empty
+
+	// Resolved from the flags, for the report's first line.
+	baselineCommit string // the baseline's full commit hash
+	current        string // what the service binary is built from
+}
+
+// binary is a build of the service under load and its database of one size.
+type binary struct {
+	name string // "baseline" or "service", as the report says
+	path string
+	db   string
 }
 
 // runBench is the whole benchmark.
@@ -90,14 +106,21 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one wrk run")
-	fs.IntVar(&o.rounds, "rounds", 3, "rounds per scenario (each runs the ceiling then the service)")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds per scenario (each runs the ceiling, the baseline if any, then the service)")
 	fs.IntVar(&o.conns, "c", 32, "wrk connections")
 	fs.IntVar(&o.threads, "t", 2, "wrk threads")
 	sizes := fs.String("sizes", "1000,1000000", "database sizes, in pets, comma-separated")
-	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (databases, binary)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (databases, binaries)")
 	only := fs.String("scenarios", "", "run only these scenarios, comma-separated (default: all)")
+	fs.StringVar(&o.baseline, "baseline", "", "also build and load the service at this git revision, and compare (e.g. main, a commit hash)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.rounds < 1 {
+		return errors.New("-rounds: at least 1")
 	}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
@@ -112,9 +135,16 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := exec.LookPath("wrk"); err != nil {
 		return errors.New("wrk is not installed; run bench/run, which installs it (apt-get install wrk)")
 	}
-	schema, err := os.ReadFile("schema.sql")
-	if err != nil {
+	if _, err := os.Stat("migrations"); err != nil {
 		return fmt.Errorf("run from the repository root: %w", err)
+	}
+	if o.baseline != "" {
+		commit, err := resolveRevision(ctx, o.baseline)
+		if err != nil {
+			return err
+		}
+		o.baselineCommit = commit
+		o.current = workingTree(ctx)
 	}
 
 	dir, err := os.MkdirTemp("", "petstore-bench-")
@@ -127,10 +157,15 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		defer os.RemoveAll(dir)
 	}
 	bin := filepath.Join(dir, "petstore")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+	if err := buildService(ctx, ".", bin); err != nil {
+		return err
+	}
+	var baseBin string
+	if o.baseline != "" {
+		baseBin = filepath.Join(dir, "petstore-baseline")
+		if err := buildRevision(ctx, o.baselineCommit, filepath.Join(dir, "baseline-src"), baseBin); err != nil {
+			return err
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -144,13 +179,19 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 
 	var results []sizeResult
 	for _, n := range o.sizes {
-		db := filepath.Join(dir, fmt.Sprintf("pets-%d.db", n))
-		start := time.Now()
-		if err := loadPets(db, string(schema), n); err != nil {
-			return fmt.Errorf("load %d pets: %w", n, err)
+		var bins []binary
+		if baseBin != "" {
+			bins = append(bins, binary{name: "baseline", path: baseBin, db: filepath.Join(dir, fmt.Sprintf("pets-%d-baseline.db", n))})
 		}
-		fmt.Fprintf(os.Stderr, "loaded %d pets in %v\n", n, time.Since(start).Round(time.Millisecond))
-		r, err := benchSize(ctx, o, dir, bin, self, db, n)
+		bins = append(bins, binary{name: "service", path: bin, db: filepath.Join(dir, fmt.Sprintf("pets-%d.db", n))})
+		for _, b := range bins {
+			start := time.Now()
+			if err := createDatabase(ctx, b.path, b.db, n); err != nil {
+				return fmt.Errorf("database of %d pets for the %s: %w", n, b.name, err)
+			}
+			fmt.Fprintf(os.Stderr, "made the %s's database of %d pets in %v\n", b.name, n, time.Since(start).Round(time.Millisecond))
+		}
+		r, err := benchSize(ctx, o, dir, self, bins, n)
 		if err != nil {
 			return err
 		}
@@ -158,31 +199,6 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	printReport(stdout, o, results)
 	return nil
-}
-
-// loadPets builds a database of n pets directly on the file, in one
-// transaction: a recursive CTE feeds INSERT ... SELECT, so no row crosses
-// from Go to SQLite. Names, categories and statuses vary with the id.
-func loadPets(path, schema string, n int64) error {
-	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)")
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
-		return err
-	}
-	_, err = db.Exec(`
-		WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ?)
-		INSERT INTO pets (name, category_id, status)
-		SELECT 'pet-' || i, i % 10 + 1, CASE i % 3 WHEN 0 THEN 'available' WHEN 1 THEN 'pending' ELSE 'sold' END
-		FROM seq`, n)
-	if err != nil {
-		return err
-	}
-	_, err = db.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
-	return err
 }
 
 // wrkResult is what one wrk run reports (the RESULT line of the scripts).
@@ -197,40 +213,51 @@ type wrkResult struct {
 
 func (r wrkResult) rps() float64 { return float64(r.Requests) / (float64(r.DurationUS) / 1e6) }
 
-// scenarioResult is every round of one scenario, for both servers.
+// scenarioResult is every round of one scenario, for each server; baseline
+// is empty without -baseline.
 type scenarioResult struct {
-	name             string
-	ceiling, service []wrkResult
+	name                       string
+	ceiling, baseline, service []wrkResult
+}
+
+// binaryResult is what is measured of one binary outside the load.
+type binaryResult struct {
+	rssKiB   int64           // VmHWM after all scenarios
+	startups []time.Duration // start-up to first answered request
 }
 
 // sizeResult is everything measured on one database size.
 type sizeResult struct {
-	pets      int64
-	scenarios []scenarioResult
-	rssKiB    int64           // the service's VmHWM after all scenarios
-	ceilRSS   int64           // the ceiling's, for comparison
-	startups  []time.Duration // start-up to first answered request
+	pets              int64
+	scenarios         []scenarioResult
+	service, baseline binaryResult
+	ceilRSS           int64 // the ceiling's VmHWM, for comparison
 }
 
-// benchSize runs every scenario against one database.
-func benchSize(ctx context.Context, o options, dir, bin, self, db string, n int64) (sizeResult, error) {
+// benchSize runs every scenario against one database size: bins are the
+// binaries under load, each with its own database, in the order each round
+// loads them (after the ceiling).
+func benchSize(ctx context.Context, o options, dir, self string, bins []binary, n int64) (sizeResult, error) {
 	res := sizeResult{pets: n}
-	// Start-up is measured on a few fresh starts; the last one stays up for
-	// the load.
-	var svc *process
-	for i := range 3 {
-		p, took, err := startService(ctx, bin, db)
-		if err != nil {
-			return res, err
-		}
-		res.startups = append(res.startups, took)
-		if i < 2 {
-			p.stop()
-		} else {
-			svc = p
+	procs := make([]*process, len(bins))
+	for i, b := range bins {
+		// Start-up is measured on a few fresh starts; the last one stays up
+		// for the load.
+		m := res.measured(b.name)
+		for j := range 3 {
+			p, took, err := startService(ctx, b.path, b.db)
+			if err != nil {
+				return res, fmt.Errorf("start the %s: %w", b.name, err)
+			}
+			m.startups = append(m.startups, took)
+			if j < 2 {
+				p.stop()
+			} else {
+				procs[i] = p
+				defer p.stop()
+			}
 		}
 	}
-	defer svc.stop()
 	ceil, err := startProcess(serverCommand(ctx, self, "ceiling", "127.0.0.1:0", strconv.FormatInt(n, 10)), "ceiling listening on ")
 	if err != nil {
 		return res, err
@@ -242,31 +269,69 @@ func benchSize(ctx context.Context, o options, dir, bin, self, db string, n int6
 			continue
 		}
 		s := scenarioResult{name: sc}
+		// The servers in the order of a round, and where each one's runs go.
+		servers := []*process{ceil}
+		runs := []*[]wrkResult{&s.ceiling}
+		for i, b := range bins {
+			servers = append(servers, procs[i])
+			runs = append(runs, s.runs(b.name))
+		}
 		// A short warm-up of each, not counted.
-		for _, p := range []*process{ceil, svc} {
+		for _, p := range servers {
 			if _, err := runWrk(ctx, o, dir, sc, p.url, n, time.Second); err != nil {
 				return res, err
 			}
 		}
 		for range o.rounds {
-			c, err := runWrk(ctx, o, dir, sc, ceil.url, n, o.duration)
-			if err != nil {
-				return res, err
+			for i, p := range servers {
+				r, err := runWrk(ctx, o, dir, sc, p.url, n, o.duration)
+				if err != nil {
+					return res, err
+				}
+				*runs[i] = append(*runs[i], r)
 			}
-			sv, err := runWrk(ctx, o, dir, sc, svc.url, n, o.duration)
-			if err != nil {
-				return res, err
-			}
-			s.ceiling = append(s.ceiling, c)
-			s.service = append(s.service, sv)
-			fmt.Fprintf(os.Stderr, "%8d %-10s ceiling %8.0f/s  service %8.0f/s  ratio %.2f  (service non-2xx %d, errors %d)\n",
-				n, sc, c.rps(), sv.rps(), sv.rps()/c.rps(), sv.Non2xx, sv.SocketErrors)
+			progress(os.Stderr, n, s)
 		}
 		res.scenarios = append(res.scenarios, s)
 	}
-	res.rssKiB = svc.peakRSS()
+	for i, b := range bins {
+		res.measured(b.name).rssKiB = procs[i].peakRSS()
+	}
 	res.ceilRSS = ceil.peakRSS()
 	return res, nil
+}
+
+// measured is where the figures of the binary called name go.
+func (r *sizeResult) measured(name string) *binaryResult {
+	if name == "baseline" {
+		return &r.baseline
+	}
+	return &r.service
+}
+
+// runs is where the wrk runs of the binary called name go.
+func (s *scenarioResult) runs(name string) *[]wrkResult {
+	if name == "baseline" {
+		return &s.baseline
+	}
+	return &s.service
+}
+
+// progress prints the round just finished, so that a long run shows how it
+// goes (and each round's figures stay in the terminal's scroll-back).
+func progress(w io.Writer, n int64, s scenarioResult) {
+	last := func(rs []wrkResult) wrkResult { return rs[len(rs)-1] }
+	c, sv := last(s.ceiling), last(s.service)
+	fmt.Fprintf(w, "%8d %-10s ceiling %8.0f/s", n, s.name, c.rps())
+	if len(s.baseline) == 0 {
+		fmt.Fprintf(w, "  service %8.0f/s  ratio %.2f  (service non-2xx %d, errors %d)\n",
+			sv.rps(), sv.rps()/c.rps(), sv.Non2xx, sv.SocketErrors)
+		return
+	}
+	b := last(s.baseline)
+	fmt.Fprintf(w, "  baseline %8.0f/s  service %8.0f/s  ratios %.2f, %.2f  service/baseline %.2f  (non-2xx and errors: baseline %d, service %d)\n",
+		b.rps(), sv.rps(), b.rps()/c.rps(), sv.rps()/c.rps(), sv.rps()/b.rps(),
+		b.Non2xx+b.SocketErrors, sv.Non2xx+sv.SocketErrors)
 }
 
 // runWrk runs one wrk load and parses its RESULT line.
@@ -298,47 +363,88 @@ func runWrk(ctx context.Context, o options, dir, scenario, url string, n int64, 
 type process struct {
 	cmd *exec.Cmd
 	url string
+
+	stopped bool  // stop has run
+	stopErr error // what stop returned
 }
 
 // urlPattern finds the URL in a server's first line.
 var urlPattern = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+`)
 
-// startProcess starts cmd and waits for its stdout line that begins with
-// prefix and holds its URL.
+// Time limits on the processes the benchmark starts, so that a server that
+// hangs cannot hold the benchmark.
+const (
+	startTimeout = time.Minute      // from the start to the line with the URL
+	stopTimeout  = 15 * time.Second // from SIGTERM to the exit
+)
+
+// startProcess starts cmd and waits, at most startTimeout, for its stdout
+// line that begins with prefix and holds its URL. The process's stderr is
+// what cmd.Stderr says: nil, the null device, unless the caller set it.
 func startProcess(cmd *exec.Cmd, prefix string) (*process, error) {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = nil // the null device: the service's access log costs it a write, not a copy in this process
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	p := &process{cmd: cmd}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, prefix) {
-		p.stop()
-		return nil, fmt.Errorf("%s: no %q line (got %q, %v)", cmd.Path, prefix, line, err)
+	type firstLine struct {
+		line string
+		err  error
 	}
-	go io.Copy(io.Discard, stdout)
-	p.url = urlPattern.FindString(line)
+	r := bufio.NewReader(stdout)
+	got := make(chan firstLine, 1)
+	go func() {
+		line, err := r.ReadString('\n')
+		got <- firstLine{line, err}
+	}()
+	var first firstLine
+	select {
+	case first = <-got:
+	case <-time.After(startTimeout):
+		// Stopping the process closes the pipe, which ends the read.
+		p.stop()
+		return nil, fmt.Errorf("%s: no %q line within %v", cmd.Path, prefix, startTimeout)
+	}
+	if first.err != nil || !strings.HasPrefix(first.line, prefix) {
+		p.stop()
+		return nil, fmt.Errorf("%s: no %q line (got %q, %v)", cmd.Path, prefix, first.line, first.err)
+	}
+	go io.Copy(io.Discard, r)
+	p.url = urlPattern.FindString(first.line)
 	return p, nil
+}
+
+// serviceCommand is the service binary bin on the database db, listening on
+// a free port of 127.0.0.1. Its stderr (the access log) is the null device
+// unless the caller sets it: a log line then costs the service a write, not
+// a copy in this process.
+func serviceCommand(ctx context.Context, bin, db string) *exec.Cmd {
+	cmd := serverCommand(ctx, bin)
+	cmd.Env = append(os.Environ(), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+db, "PETSTORE_API_KEYS="+benchKey)
+	return cmd
 }
 
 // startService starts the service on db and returns it with the time from
 // the start of the process to the first answered API request (one that
 // reads the database).
 func startService(ctx context.Context, bin, db string) (*process, time.Duration, error) {
-	cmd := serverCommand(ctx, bin)
-	cmd.Env = append(os.Environ(), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+db, "PETSTORE_API_KEYS="+benchKey)
+	cmd := serviceCommand(ctx, bin, db)
 	start := time.Now()
 	p, err := startProcess(cmd, "petstore listening on ")
 	if err != nil {
 		return nil, 0, err
 	}
-	req, _ := http.NewRequest("GET", p.url+"/v1/pets?limit=1", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", p.url+"/v1/pets?limit=1", nil)
+	if err != nil {
+		p.stop()
+		return nil, 0, err
+	}
 	req.Header.Set("Authorization", "Bearer "+benchKey)
-	res, err := http.DefaultClient.Do(req)
+	client := &http.Client{Timeout: startTimeout}
+	res, err := client.Do(req)
 	if err != nil {
 		p.stop()
 		return nil, 0, err
@@ -358,25 +464,33 @@ func startService(ctx context.Context, bin, db string) (*process, time.Duration,
 func serverCommand(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 15 * time.Second
+	cmd.WaitDelay = stopTimeout
 	return cmd
 }
 
 // stop sends SIGTERM to the process (by its PID, never by name) and waits,
-// killing it if it has not exited within 15 s.
-func (p *process) stop() {
+// killing it if it has not exited within stopTimeout. It returns nil when
+// the process exited with status 0 (a clean stop); a second call returns
+// what the first did.
+func (p *process) stop() error {
 	if p == nil || p.cmd.Process == nil {
-		return
+		return nil
 	}
+	if p.stopped {
+		return p.stopErr
+	}
+	p.stopped = true
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
 	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
+	case p.stopErr = <-done:
+	case <-time.After(stopTimeout):
 		p.cmd.Process.Kill()
 		<-done
+		p.stopErr = fmt.Errorf("%s did not stop within %v of SIGTERM, killed", p.cmd.Path, stopTimeout)
 	}
+	return p.stopErr
 }
 
 // peakRSS reads the process's peak resident set size (VmHWM), in KiB.
@@ -417,37 +531,59 @@ func medianOf(rs []wrkResult, f func(wrkResult) float64) float64 {
 	return median(xs, func(x float64) float64 { return x })
 }
 
-// printReport writes the Markdown report.
+// printReport writes the Markdown report. With a baseline, the table gains
+// its columns and the list its RSS and start-up; without, the report is the
+// service against the ceiling alone.
 func printReport(w io.Writer, o options, results []sizeResult) {
+	withBase := o.baseline != ""
 	fmt.Fprintf(w, "%s, %d CPUs (nproc), %s; wrk -t%d -c%d, %d rounds of %v per server, medians\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel(), o.threads, o.conns, o.rounds, o.duration)
-	fmt.Fprintln(w, "| pets | scenario | ceiling req/s | ceiling p50 / p99 | service req/s | service p50 / p99 | ratio | target | service non-2xx |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---|---:|")
+	if withBase {
+		fmt.Fprintf(w, "Baseline: `%s` (%s); service: %s. Each binary on its own database of the same size, whose schema it made; every round loads the ceiling, the baseline and the service in turn.\n\n",
+			o.baseline, o.baselineCommit, o.current)
+		fmt.Fprintln(w, "| pets | scenario | ceiling req/s | ceiling p50 / p99 | baseline req/s | baseline p50 / p99 | baseline ratio | service req/s | service p50 / p99 | ratio | target | service/baseline (range over rounds) | req/s spread over rounds, baseline / service | non-2xx, baseline / service |")
+		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+	} else {
+		fmt.Fprintln(w, "| pets | scenario | ceiling req/s | ceiling p50 / p99 | service req/s | service p50 / p99 | ratio | target | service non-2xx |")
+		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---|---:|")
+	}
 	ms := func(us float64) string { return strconv.FormatFloat(us/1000, 'f', 2, 64) + " ms" }
+	latency := func(rs []wrkResult) string {
+		return ms(medianOf(rs, func(r wrkResult) float64 { return float64(r.P50US) })) + " / " +
+			ms(medianOf(rs, func(r wrkResult) float64 { return float64(r.P99US) }))
+	}
+	identity := func(x float64) float64 { return x }
 	perSize := map[string][]float64{}
 	for _, r := range results {
 		for _, s := range r.scenarios {
-			ratios := make([]float64, len(s.service))
-			var non2xx int64
-			for i := range s.service {
-				ratios[i] = s.service[i].rps() / s.ceiling[i].rps()
-				non2xx += s.service[i].Non2xx + s.service[i].SocketErrors
-			}
-			svcRPS := medianOf(s.service, wrkResult.rps)
-			ratio := median(ratios, func(x float64) float64 { return x })
+			ratio := median(rpsRatios(s.service, s.ceiling), identity)
 			perSize[s.name] = append(perSize[s.name], ratio)
-			fmt.Fprintf(w, "| %d | %s | %.0f | %s / %s | %.0f | %s / %s | **%.2f** | %s | %d |\n",
+			if !withBase {
+				fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | **%.2f** | %s | %d |\n",
+					r.pets, s.name,
+					medianOf(s.ceiling, wrkResult.rps), latency(s.ceiling),
+					medianOf(s.service, wrkResult.rps), latency(s.service),
+					ratio, targets[s.name], failures(s.service))
+				continue
+			}
+			vsBase := rpsRatios(s.service, s.baseline)
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | %.2f | %.0f | %s | **%.2f** | %s | **%.2f** (%.2f to %.2f) | %.0f%% / %.0f%% | %d / %d |\n",
 				r.pets, s.name,
-				medianOf(s.ceiling, wrkResult.rps),
-				ms(medianOf(s.ceiling, func(r wrkResult) float64 { return float64(r.P50US) })),
-				ms(medianOf(s.ceiling, func(r wrkResult) float64 { return float64(r.P99US) })),
-				svcRPS,
-				ms(medianOf(s.service, func(r wrkResult) float64 { return float64(r.P50US) })),
-				ms(medianOf(s.service, func(r wrkResult) float64 { return float64(r.P99US) })),
-				ratio, targets[s.name], non2xx)
+				medianOf(s.ceiling, wrkResult.rps), latency(s.ceiling),
+				medianOf(s.baseline, wrkResult.rps), latency(s.baseline),
+				median(rpsRatios(s.baseline, s.ceiling), identity),
+				medianOf(s.service, wrkResult.rps), latency(s.service),
+				ratio, targets[s.name],
+				median(vsBase, identity), slices.Min(vsBase), slices.Max(vsBase),
+				100*spread(s.baseline), 100*spread(s.service),
+				failures(s.baseline), failures(s.service))
 		}
 	}
 	fmt.Fprintln(w)
+	if withBase {
+		fmt.Fprintln(w, "service/baseline is the median of the per-round ratios of req/s (each round loads both, one after the other), with their lowest and highest in brackets; the spread of a binary is (highest - lowest) / median of its req/s over the rounds.")
+		fmt.Fprintln(w)
+	}
 	if len(results) >= 2 {
 		first, last := results[0], results[len(results)-1]
 		// The machine is shared and noisy, so the scale check compares the
@@ -463,11 +599,49 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w)
 	}
-	for _, r := range results {
-		starts := median(r.startups, func(d time.Duration) float64 { return float64(d) / 1e6 })
-		fmt.Fprintf(w, "- %d pets: service peak RSS (VmHWM) %.1f MiB (ceiling %.1f MiB); start-up to first answered request %.1f ms (median of %d starts)\n",
-			r.pets, float64(r.rssKiB)/1024, float64(r.ceilRSS)/1024, starts, len(r.startups))
+	mib := func(kib int64) float64 { return float64(kib) / 1024 }
+	startMS := func(b binaryResult) float64 {
+		return median(b.startups, func(d time.Duration) float64 { return float64(d) / 1e6 })
 	}
+	for _, r := range results {
+		if withBase {
+			fmt.Fprintf(w, "- %d pets: service peak RSS (VmHWM) %.1f MiB (baseline %.1f MiB, ceiling %.1f MiB); start-up to first answered request %.1f ms (baseline %.1f ms), medians of %d starts each\n",
+				r.pets, mib(r.service.rssKiB), mib(r.baseline.rssKiB), mib(r.ceilRSS), startMS(r.service), startMS(r.baseline), len(r.service.startups))
+			continue
+		}
+		fmt.Fprintf(w, "- %d pets: service peak RSS (VmHWM) %.1f MiB (ceiling %.1f MiB); start-up to first answered request %.1f ms (median of %d starts)\n",
+			r.pets, mib(r.service.rssKiB), mib(r.ceilRSS), startMS(r.service), len(r.service.startups))
+	}
+}
+
+// rpsRatios is the req/s of each round of a divided by that of the same
+// round of b: runs measured side by side, so the machine's drift between
+// rounds cancels out.
+func rpsRatios(a, b []wrkResult) []float64 {
+	rs := make([]float64, len(a))
+	for i := range a {
+		rs[i] = a[i].rps() / b[i].rps()
+	}
+	return rs
+}
+
+// spread is (highest - lowest) / median of the req/s of rs: how much one
+// binary's figure moves from round to round with nothing changed.
+func spread(rs []wrkResult) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = r.rps()
+	}
+	return (slices.Max(xs) - slices.Min(xs)) / median(xs, func(x float64) float64 { return x })
+}
+
+// failures counts the non-2xx answers and socket errors of rs.
+func failures(rs []wrkResult) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.Non2xx + r.SocketErrors
+	}
+	return n
 }
 
 // cpuModel is the first "model name" of /proc/cpuinfo.
