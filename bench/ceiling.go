@@ -96,6 +96,21 @@ func runCeiling(args []string) error {
 		w.Header().Set("Location", "/v1/pets/1000001")
 		send(w, http.StatusCreated, pets[0])
 	})
+	// The store area answers with an order of the same shape and length as
+	// the service's; the sell scenario reads the ids from the bodies.
+	orderBody := func(id int64, status string) []byte {
+		return fmt.Appendf(nil, `{"id":%d,"petId":%d,"status":%q,"placedAt":"2026-11-22T15:20:13.609Z","updatedAt":"2026-11-22T15:20:13.609Z"}`+"\n", id, n, status)
+	}
+	placed, delivered := orderBody(n, "placed"), orderBody(n, "delivered")
+	mux.HandleFunc("POST /v1/store/orders", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Location", "/v1/store/orders/"+strconv.FormatInt(n, 10))
+		send(w, http.StatusCreated, placed)
+	})
+	mux.HandleFunc("PATCH /v1/store/orders/{orderId}", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		send(w, http.StatusOK, delivered)
+	})
 
 	ln, err := net.Listen("tcp", args[0])
 	if err != nil {

@@ -64,4 +64,28 @@ var scenarioScripts = map[string]string{
   if r <= 55 then return first_page end
   return get_pet()
 end`,
+	// Selling pets: create a pet, place an order for it, deliver the order;
+	// three requests per sale, each made from an earlier answer. A thread's
+	// connections interleave, so the ids wait in queues: a request delivers
+	// an order if one is waiting, else orders a pet if one is waiting, else
+	// creates a pet.
+	"sell": `local pets, orders = {}, {}
+function request()
+  if #orders > 0 then
+    return wrk.format("PATCH", "/v1/store/orders/" .. table.remove(orders), post_headers, '{"status":"delivered"}')
+  end
+  if #pets > 0 then
+    return wrk.format("POST", "/v1/store/orders", post_headers, '{"petId":' .. table.remove(pets) .. '}')
+  end
+  return create_pet()
+end
+function response(status, headers, body)
+  if status ~= 201 then return end
+  local id = string.match(body, '^{"id":(%d+)')
+  if string.find(body, '"petId"', 1, true) then
+    table.insert(orders, id)
+  else
+    table.insert(pets, id)
+  end
+end`,
 }
