@@ -38,8 +38,9 @@ const (
 	// one per 1,000 s.
 	serverRateLimited = "rate-limited"
 	serverReadOnly    = "read-only" // its writer refuses writes (SQLITE_READONLY), as on a read-only disk
-	// A create with Idempotency-Key "held" is still in flight: another
-	// connection holds the write lock until the table has run.
+	// A server made for the row alone, on which the row's own request (its
+	// path, Idempotency-Key and body) is already in flight: another
+	// connection holds the write lock until the row has run.
 	serverInFlight = "in-flight"
 )
 
@@ -333,15 +334,19 @@ func TestContract(t *testing.T) {
 	if _, err := readOnly.Store.writer.ExecContext(t.Context(), "PRAGMA query_only = 1"); err != nil {
 		t.Fatal(err)
 	}
-	inFlight := holdInFlightCreate(t, "held", `{"name":"Held","categoryId":1}`)
 	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL,
-		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverInFlight: inFlight.URL}
+		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL}
 
 	sum := sha256.Sum256([]byte(openapiDocument))
 	produced := map[answerKey]bool{}
 	for _, tt := range contractTable(`"` + hex.EncodeToString(sum[:]) + `"`) {
 		t.Run(tt.rule, func(t *testing.T) {
 			base, ok := servers[tt.server]
+			if tt.server == serverInFlight {
+				// Made for this row, just before it runs: the held
+				// request waits for the write lock at most busy_timeout.
+				base, ok = holdInFlightCreate(t, tt.path, tt.header[idempotencyHeader], tt.body).URL, true
+			}
 			if !ok {
 				t.Fatalf("unknown server %q", tt.server)
 			}
@@ -430,15 +435,22 @@ func checkDescribedExactly(t *testing.T, described *openapi3.Response, got respo
 	}
 	for name, h := range described.Headers {
 		v := got.Header.Values(name)
-		if h.Value.Required && len(v) != 1 {
-			t.Errorf("header %s is required once, got %q", name, v)
+		if h.Value.Required && len(v) == 0 {
+			t.Errorf("header %s is required, got none", name)
 		}
-		// Every header of the document is a string; checking its value here
-		// covers the answers ValidateResponse skips (304).
-		for _, s := range v {
-			if err := h.Value.Schema.Value.VisitJSON(s, openapi3.EnableJSONSchema2020()); err != nil {
-				t.Errorf("header %s: %q does not match its schema: %v", name, s, err)
-			}
+		if len(v) == 0 {
+			continue
+		}
+		// A field sent on several lines is one value: the lines joined by
+		// commas (RFC 9110, section 5.3), such as getPet's two Links. The
+		// schema describes that value, so a field that may appear once
+		// (X-Request-Id, Location) fails it when sent twice. ValidateResponse
+		// reads the first line only. Every header of the document is a
+		// string; checking its value here also covers the answers
+		// ValidateResponse skips (304).
+		value := strings.Join(v, ", ")
+		if err := h.Value.Schema.Value.VisitJSON(value, openapi3.EnableJSONSchema2020()); err != nil {
+			t.Errorf("header %s: %q does not match its schema: %v", name, value, err)
 		}
 	}
 	if len(described.Content) == 0 && len(got.Body) > 0 {
@@ -446,11 +458,13 @@ func checkDescribedExactly(t *testing.T, described *openapi3.Response, got respo
 	}
 }
 
-// holdInFlightCreate starts a server on which a create with Idempotency-Key
-// key is in flight until the test ends: another connection holds SQLite's
-// write lock, two creates with the key are sent, and the first answer (the
-// repeat's 409) shows the other is registered and waiting.
-func holdInFlightCreate(t *testing.T, key, body string) *testServer {
+// holdInFlightCreate starts a server on which a create (a POST of body to
+// path) with Idempotency-Key key is in flight until the test ends: another
+// connection holds SQLite's write lock, two such creates are sent, and the
+// first answer (the repeat's 409) shows the other is registered and
+// waiting. The waiting create gives up after the writer's busy_timeout (5 s),
+// so the server must be used at once.
+func holdInFlightCreate(t *testing.T, path, key, body string) *testServer {
 	t.Helper()
 	ts := newTestServer(t)
 	db, err := sql.Open("sqlite", ts.DBPath+"?_pragma=busy_timeout(5000)")
@@ -470,9 +484,9 @@ func holdInFlightCreate(t *testing.T, key, body string) *testServer {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			req, _ := http.NewRequestWithContext(context.Background(), "POST", ts.URL+"/v1/pets", strings.NewReader(body))
+			req, _ := http.NewRequestWithContext(context.Background(), "POST", ts.URL+path, strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+testKey)
-			req.Header.Set("Idempotency-Key", key)
+			req.Header.Set(idempotencyHeader, key)
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {
 				statuses <- 0
