@@ -22,14 +22,7 @@ import (
 func TestGeneratedClient(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := t.Context()
-	withKey := client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-		req.Header.Set("Authorization", "Bearer "+testKey)
-		return nil
-	})
-	c, err := client.NewClientWithResponses(ts.URL+"/v1", withKey)
-	if err != nil {
-		t.Fatalf("NewClientWithResponses: %v", err)
-	}
+	c := newGeneratedClient(t, ts.URL)
 
 	var created []client.Pet
 	for _, np := range []client.NewPet{
@@ -107,6 +100,162 @@ func TestGeneratedClient(t *testing.T) {
 	}
 	if missing.JSON404.Code != "not_found" || missing.JSON404.Status != http.StatusNotFound {
 		t.Errorf("getPet of a missing pet: error %+v, want not_found 404", *missing.JSON404)
+	}
+}
+
+// TestGeneratedClientSellsPets sells pets through the generated client
+// against a live server, as a shop would: place -> deliver sells a pet, place
+// -> cancel gives it back and it can be ordered again. The pets' statuses
+// follow, read through the id filter (getPet's successor), and a sold pet
+// that comes back is made available again with a merge patch.
+func TestGeneratedClientSellsPets(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := t.Context()
+	c := newGeneratedClient(t, ts.URL)
+
+	var rex, tom client.Pet
+	for _, p := range []struct {
+		dst  *client.Pet
+		name string
+	}{{&rex, "Rex"}, {&tom, "Tom"}} {
+		res, err := c.CreatePetWithResponse(ctx, nil, client.NewPet{Name: p.name, CategoryId: 1})
+		answered(t, "createPet "+p.name, res, err, http.StatusCreated)
+		*p.dst = *res.JSON201
+	}
+	// wantPet checks a pet's status, read through listPets' id filter.
+	wantPet := func(step string, id int64, want client.PetStatus) {
+		t.Helper()
+		res, err := c.ListPetsWithResponse(ctx, &client.ListPetsParams{Id: &[]int64{id}})
+		answered(t, "listPets id="+strconv.FormatInt(id, 10), res, err, http.StatusOK)
+		if len(*res.JSON200) != 1 || (*res.JSON200)[0].Status != want {
+			t.Errorf("%s: listPets id=%d is %+v, want the pet %s", step, id, *res.JSON200, want)
+		}
+	}
+	// place places an order for the pet, with an Idempotency-Key, and
+	// checks the 201, its Location and the order: placed, stamped once.
+	place := func(petID int64, key string) client.Order {
+		t.Helper()
+		res, err := c.PlaceOrderWithResponse(ctx, &client.PlaceOrderParams{IdempotencyKey: &key}, client.NewOrder{PetId: petID})
+		answered(t, "placeOrder", res, err, http.StatusCreated)
+		o := *res.JSON201
+		want := client.Order{Id: o.Id, PetId: petID, Status: "placed", PlacedAt: o.PlacedAt, UpdatedAt: o.PlacedAt}
+		if diff := cmp.Diff(want, o); diff != "" {
+			t.Errorf("placeOrder pet %d mismatch (-want +got):\n%s", petID, diff)
+		}
+		if loc, want := res.Headers201.Location, "/v1/store/orders/"+strconv.FormatInt(o.Id, 10); loc != want {
+			t.Errorf("placeOrder Location = %q, want %q", loc, want)
+		}
+		return o
+	}
+	// change moves the order to status, as a merge patch or as plain
+	// JSON, and checks the order it gets back.
+	change := func(o client.Order, status client.OrderStatus, mergePatch bool) client.Order {
+		t.Helper()
+		update := client.OrderUpdate{Status: status}
+		var res *client.UpdateOrderResponse
+		var err error
+		if mergePatch {
+			res, err = c.UpdateOrderWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, o.Id, update)
+		} else {
+			res, err = c.UpdateOrderWithResponse(ctx, o.Id, update)
+		}
+		answered(t, "updateOrder to "+string(status), res, err, http.StatusOK)
+		got := *res.JSON200
+		want := client.Order{Id: o.Id, PetId: o.PetId, Status: status, PlacedAt: o.PlacedAt, UpdatedAt: got.UpdatedAt}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("updateOrder %d to %s mismatch (-want +got):\n%s", o.Id, status, diff)
+		}
+		if got.UpdatedAt.Before(o.PlacedAt) {
+			t.Errorf("updateOrder %d: updatedAt %v is before placedAt %v", o.Id, got.UpdatedAt, o.PlacedAt)
+		}
+		return got
+	}
+
+	// place -> deliver: the pet is sold, and cannot be ordered again.
+	sale := place(rex.Id, "client-sale")
+	wantPet("placed", rex.Id, "pending")
+	sale = change(sale, "delivered", false)
+	wantPet("delivered", rex.Id, "sold")
+	again, err := c.PlaceOrderWithResponse(ctx, nil, client.NewOrder{PetId: rex.Id})
+	answered(t, "placeOrder of a sold pet", again, err, http.StatusConflict)
+	if again.JSON409.Code != client.ErrorCodePetNotAvailable {
+		t.Errorf("placeOrder of a sold pet: %+v, want pet_not_available", *again.JSON409)
+	}
+	undo, err := c.UpdateOrderWithResponse(ctx, sale.Id, client.OrderUpdate{Status: "cancelled"})
+	answered(t, "cancelling a delivered order", undo, err, http.StatusConflict)
+	if undo.JSON409.Code != client.ErrorCodeInvalidTransition {
+		t.Errorf("cancelling a delivered order: %+v, want invalid_transition", *undo.JSON409)
+	}
+
+	// place -> cancel -> place again: the pet is back, and sells anew.
+	first := place(tom.Id, "client-first")
+	cancelled := change(first, "cancelled", true)
+	wantPet("cancelled", tom.Id, "available")
+	second := place(tom.Id, "client-second")
+	if second.Id <= first.Id {
+		t.Errorf("the second order of pet %d has id %d, not after the first's %d", tom.Id, second.Id, first.Id)
+	}
+	wantPet("placed again", tom.Id, "pending")
+
+	// Every order as the service keeps it, in id order.
+	list, err := c.ListOrdersWithResponse(ctx, nil)
+	answered(t, "listOrders", list, err, http.StatusOK)
+	if diff := cmp.Diff([]client.Order{sale, cancelled, second}, *list.JSON200); diff != "" {
+		t.Errorf("listOrders mismatch (-want +got):\n%s", diff)
+	}
+	got, err := c.GetOrderWithResponse(ctx, second.Id)
+	answered(t, "getOrder", got, err, http.StatusOK)
+	if diff := cmp.Diff(second, *got.JSON200); diff != "" {
+		t.Errorf("getOrder mismatch (-want +got):\n%s", diff)
+	}
+
+	// A sold pet that comes back is made available again; its order stays
+	// delivered, and the sales history keeps the pet from being deleted.
+	back, err := c.UpdatePetWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, rex.Id, client.PetPatch{Status: ptr(client.PetStatus("available"))})
+	answered(t, "updatePet", back, err, http.StatusOK)
+	if diff := cmp.Diff(client.Pet{Id: rex.Id, Name: "Rex", CategoryId: 1, Status: "available"}, *back.JSON200); diff != "" {
+		t.Errorf("updatePet mismatch (-want +got):\n%s", diff)
+	}
+	history, err := c.GetOrderWithResponse(ctx, sale.Id)
+	answered(t, "getOrder of the sale", history, err, http.StatusOK)
+	if diff := cmp.Diff(sale, *history.JSON200); diff != "" {
+		t.Errorf("the sale after its pet came back (-want +got):\n%s", diff)
+	}
+	del, err := c.DeletePetWithResponse(ctx, rex.Id)
+	answered(t, "deletePet of a pet with orders", del, err, http.StatusConflict)
+	if del.JSON409.Code != client.ErrorCodePetHasOrders {
+		t.Errorf("deletePet of a pet with orders: %+v, want pet_has_orders", *del.JSON409)
+	}
+}
+
+// newGeneratedClient returns the generated client for the server at base,
+// sending the test key.
+func newGeneratedClient(t *testing.T, base string) *client.ClientWithResponses {
+	t.Helper()
+	withKey := client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		return nil
+	})
+	c, err := client.NewClientWithResponses(base+"/v1", withKey)
+	if err != nil {
+		t.Fatalf("NewClientWithResponses: %v", err)
+	}
+	return c
+}
+
+// answered fails the test unless a call of the generated client got an
+// answer with status want; what names the call. Every response type of the
+// client has these two methods.
+func answered(t *testing.T, what string, res interface {
+	StatusCode() int
+	GetBody() []byte
+}, err error, want int) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if res.StatusCode() != want {
+		t.Fatalf("%s: status %d, want %d; body %s", what, res.StatusCode(), want, res.GetBody())
 	}
 }
 

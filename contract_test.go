@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -37,9 +38,12 @@ const (
 	// Its test key has used up a rate limit of one request at first, then
 	// one per 1,000 s.
 	serverRateLimited = "rate-limited"
-	serverReadOnly    = "read-only" // its writer refuses writes (SQLITE_READONLY), as on a read-only disk
-	// A create with Idempotency-Key "held" is still in flight: another
-	// connection holds the write lock until the table has run.
+	// Its writer refuses writes (SQLITE_READONLY), as on a read-only disk;
+	// it holds contractData's readOnlyPet and readOnlyOrder.
+	serverReadOnly = "read-only"
+	// A server made for the row alone, on which the row's own request (its
+	// path, Idempotency-Key and body) is already in flight: another
+	// connection holds the write lock until the row has run.
 	serverInFlight = "in-flight"
 )
 
@@ -63,14 +67,103 @@ type contractCase struct {
 	breaksDocument bool
 }
 
+// contractData is what TestContract's set-up stores before any row runs,
+// with the ids as they appear in paths and bodies. Every row that changes
+// data (places, delivers, cancels, changes or deletes) has a pet or an order
+// that no other row reads, and every row that needs a state finds it made
+// here: no row depends on which rows ran before it.
+type contractData struct {
+	// The healthy server's pets 1 to 3 are Rex (available), Tom (pending,
+	// with no order: createPet can add a pet as pending) and Kit (available).
+	petPending  string // Tom
+	petSold     string // sold by orderDelivered; a row makes it available again, as a returned animal
+	petOrdered  string // pending: orderPlaced is placed for it
+	petToOrder  string // available: the row that places an order takes it
+	petToPatch  string // available, no order: the updatePet rows change it, each whatever the others did
+	petToDelete string // available, no order: the deletePet row removes it
+
+	orderDelivered string // delivered: it sold petSold
+	orderPlaced    string // placed for petOrdered; the rows that use it leave it placed
+	orderToDeliver string // placed: the row that delivers it is the only one to use it
+	orderToCancel  string // placed: the row that cancels it is the only one to use it
+
+	petKey   string // the Idempotency-Key a pet was created with
+	orderKey string // the Idempotency-Key orderKeyed was placed with
+	// orderKeyedBody is the body orderKey was placed with; its pet is
+	// pending from then on.
+	orderKeyedBody string
+
+	// On the read-only server: a pet without orders, and a placed order
+	// of another pet, both stored before its writer turned read-only.
+	readOnlyPet, readOnlyOrder string
+}
+
+// seedContract stores contractData on the healthy server ts and on the
+// read-only server ro, then makes ro read-only. Everything goes through the
+// API, as a client would make it.
+func seedContract(t *testing.T, ts, ro *testServer) contractData {
+	t.Helper()
+	pet := func(ts *testServer, name, status string) string {
+		t.Helper()
+		p := ts.createPet(t, name, 1, status)
+		if p.ID == 0 {
+			t.Fatalf("seeding the contract: createPet %s failed", name)
+		}
+		return strconv.FormatInt(p.ID, 10)
+	}
+	send := func(ts *testServer, method, path, body string, hdr map[string]string, status int) string {
+		t.Helper()
+		res := ts.do(t, method, path, body, hdr)
+		var created struct {
+			ID int64 `json:"id"`
+		}
+		if res.Status != status || json.Unmarshal(res.Body, &created) != nil {
+			t.Fatalf("seeding the contract: %s %s %s: status %d, body %s; want %d", method, path, body, res.Status, res.Body, status)
+		}
+		return strconv.FormatInt(created.ID, 10)
+	}
+	order := func(ts *testServer, petID string) string {
+		t.Helper()
+		return send(ts, "POST", "/v1/store/orders", `{"petId":`+petID+`}`, nil, http.StatusCreated)
+	}
+	var d contractData
+	pet(ts, "Rex", "available")
+	d.petPending = pet(ts, "Tom", "pending")
+	pet(ts, "Kit", "available")
+	d.petSold = pet(ts, "Sold", "")
+	d.orderDelivered = order(ts, d.petSold)
+	send(ts, "PATCH", "/v1/store/orders/"+d.orderDelivered, `{"status":"delivered"}`, nil, http.StatusOK)
+	d.petOrdered = pet(ts, "Ordered", "")
+	d.orderPlaced = order(ts, d.petOrdered)
+	d.petToOrder = pet(ts, "To order", "")
+	d.orderToDeliver = order(ts, pet(ts, "To deliver", ""))
+	d.orderToCancel = order(ts, pet(ts, "To cancel", ""))
+	d.petToPatch = pet(ts, "To patch", "")
+	d.petToDelete = pet(ts, "To delete", "")
+	d.petKey, d.orderKey = "contract-pet", "contract-order"
+	send(ts, "POST", "/v1/pets", `{"name":"Once","categoryId":1}`, map[string]string{"Idempotency-Key": d.petKey}, http.StatusCreated)
+	d.orderKeyedBody = `{"petId":` + pet(ts, "Keyed", "") + `}`
+	send(ts, "POST", "/v1/store/orders", d.orderKeyedBody, map[string]string{"Idempotency-Key": d.orderKey}, http.StatusCreated)
+
+	d.readOnlyPet = pet(ro, "Rex", "")
+	d.readOnlyOrder = order(ro, pet(ro, "Tom", ""))
+	if _, err := ro.Store.writer.ExecContext(t.Context(), "PRAGMA query_only = 1"); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // contractTable covers every operation and every documented status. A new
 // operation, status or header in openapi.json needs a row here, and a new
 // behaviour of the service needs the document to describe it: TestContract
-// fails on a gap either way. ids: the healthy server is seeded with pets 1 to 3
-// (see TestContract), and POST rows add more.
-func contractTable(etag string) []contractCase {
+// fails on a gap either way. d is what the set-up stored (see contractData);
+// POST rows add pets and orders that no other row reads.
+func contractTable(etag string, d contractData) []contractCase {
 	noKey := map[string]string{"Authorization": ""}
 	wrongKey := map[string]string{"Authorization": "Bearer not-a-key"}
+	mergePatch := map[string]string{"Content-Type": "application/merge-patch+json"}
+	jsonPatch := map[string]string{"Content-Type": "application/json-patch+json"}
+	textPlain := map[string]string{"Content-Type": "text/plain"}
 	return []contractCase{
 		// listPets
 		{rule: "a page with more pets after it", method: "GET", path: "/v1/pets?limit=2", status: 200},
@@ -82,6 +175,15 @@ func contractTable(etag string) []contractCase {
 		{rule: "status not a PetStatus", method: "GET", path: "/v1/pets?status=lost", status: 400, breaksDocument: true},
 		{rule: "after not an integer", method: "GET", path: "/v1/pets?after=x", status: 400, breaksDocument: true},
 		{rule: "an unknown parameter, which the schema cannot refuse", method: "GET", path: "/v1/pets?limt=5", status: 400},
+		{rule: "the id filter", method: "GET", path: "/v1/pets?id=1,3", status: 200},
+		{rule: "the id filter, with repeats and out of order, paged: the Link carries the ids", method: "GET", path: "/v1/pets?id=3,1,1&limit=1", status: 200},
+		{rule: "the id filter with a status filter, paged", method: "GET", path: "/v1/pets?status=available&id=1,2,3&limit=1&after=0", status: 200},
+		{rule: "the id filter, no such pet: an empty array", method: "GET", path: "/v1/pets?id=999999", status: 200},
+		{rule: "the id filter of 100 ids", method: "GET", path: "/v1/pets?id=" + idList(100), status: 200},
+		{rule: "the id filter of 101 ids", method: "GET", path: "/v1/pets?id=" + idList(101), status: 400, breaksDocument: true},
+		{rule: "the id filter: an id that cannot exist", method: "GET", path: "/v1/pets?id=1,0", status: 400, breaksDocument: true},
+		{rule: "the id filter: an id that is not a number", method: "GET", path: "/v1/pets?id=1,rex", status: 400, breaksDocument: true},
+		{rule: "the id filter: an empty item", method: "GET", path: "/v1/pets?id=1,,3", status: 400, breaksDocument: true},
 		{rule: "listPets without a key", method: "GET", path: "/v1/pets", header: noKey, status: 401, breaksDocument: true},
 		{rule: "listPets with a wrong key", method: "GET", path: "/v1/pets", header: wrongKey, status: 401},
 		{rule: "listPets when the database fails", server: serverDBClosed, method: "GET", path: "/v1/pets", status: 500},
@@ -102,15 +204,17 @@ func contractTable(etag string) []contractCase {
 		{rule: "createPet without a key", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, header: noKey, status: 401, breaksDocument: true},
 		{rule: "a body over 1 MiB", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}` + strings.Repeat(" ", maxBodyBytes), status: 413},
 		{rule: "a body that is not application/json", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`,
-			header: map[string]string{"Content-Type": "text/plain"}, status: 415, breaksDocument: true},
+			header: textPlain, status: 415, breaksDocument: true},
 		{rule: "createPet when the database fails", server: serverDBClosed, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 500},
 
-		{rule: "a create with an Idempotency-Key", method: "POST", path: "/v1/pets", body: `{"name":"Once","categoryId":1}`,
-			header: map[string]string{"Idempotency-Key": "contract-1"}, status: 201},
+		{rule: "a create with an Idempotency-Key", method: "POST", path: "/v1/pets", body: `{"name":"New","categoryId":1}`,
+			header: map[string]string{"Idempotency-Key": "contract-new-pet"}, status: 201},
 		{rule: "a retry with the same key and pet replays the 201", method: "POST", path: "/v1/pets", body: `{"name":"Once","categoryId":1}`,
-			header: map[string]string{"Idempotency-Key": `"contract-1"`}, status: 201},
+			header: map[string]string{"Idempotency-Key": `"` + d.petKey + `"`}, status: 201},
 		{rule: "the same key for a different pet", method: "POST", path: "/v1/pets", body: `{"name":"Twice","categoryId":1}`,
-			header: map[string]string{"Idempotency-Key": "contract-1"}, status: 422},
+			header: map[string]string{"Idempotency-Key": d.petKey}, status: 422},
+		{rule: "the key of an order, on createPet", method: "POST", path: "/v1/pets", body: `{"name":"Once","categoryId":1}`,
+			header: map[string]string{"Idempotency-Key": d.orderKey}, status: 422},
 		{rule: "the same key while the first is still in flight", server: serverInFlight, method: "POST", path: "/v1/pets", body: `{"name":"Held","categoryId":1}`,
 			header: map[string]string{"Idempotency-Key": "held"}, status: 409},
 		{rule: "an Idempotency-Key that is an empty quoted string, which the schema cannot refuse", method: "POST", path: "/v1/pets",
@@ -132,10 +236,127 @@ func contractTable(etag string) []contractCase {
 		{rule: "getPet when the database fails", server: serverDBClosed, method: "GET", path: "/v1/pets/1", status: 500},
 		{rule: "getPet over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/pets/1", status: 429},
 
+		// updatePet
+		{rule: "a merge patch of name and category", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"name":"Patched","categoryId":2}`,
+			header: mergePatch, status: 200},
+		{rule: "a patch of the status, sent as application/json", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"status":"sold"}`, status: 200},
+		{rule: "an empty patch changes nothing", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{}`, header: mergePatch, status: 200},
+		{rule: "a pet with a placed order can change its name", method: "PATCH", path: "/v1/pets/" + d.petOrdered, body: `{"name":"Renamed"}`, status: 200},
+		{rule: "a pet sold by a delivered order can be made available again", method: "PATCH", path: "/v1/pets/" + d.petSold, body: `{"status":"available"}`,
+			header: mergePatch, status: 200},
+		{rule: "a pet with a placed order cannot change its status", method: "PATCH", path: "/v1/pets/" + d.petOrdered, body: `{"status":"available"}`,
+			header: mergePatch, status: 409},
+		{rule: "a null removes nothing", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"name":null}`, header: mergePatch, status: 400, breaksDocument: true},
+		{rule: "a patch of the id", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"id":1}`, header: mergePatch, status: 400, breaksDocument: true},
+		{rule: "a patch with an unknown field", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"colour":"red"}`, header: mergePatch, status: 400, breaksDocument: true},
+		{rule: "a patch to a status that is not a PetStatus", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"status":"lost"}`, status: 400, breaksDocument: true},
+		{rule: "a patch that is not an object", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `[]`, header: mergePatch, status: 400, breaksDocument: true},
+		{rule: "a patch with a field twice, which the schema cannot refuse", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"name":"A","name":"B"}`,
+			header: mergePatch, status: 400},
+		{rule: "a patch of categoryId written as a fraction, which the schema cannot refuse", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"categoryId":1.0}`,
+			status: 400},
+		{rule: "a patch of a pet that does not exist", method: "PATCH", path: "/v1/pets/999999", body: `{"name":"Nobody"}`, header: mergePatch, status: 404},
+		{rule: "a patch of an id that cannot exist", method: "PATCH", path: "/v1/pets/0", body: `{"name":"Nobody"}`, header: mergePatch, status: 404, breaksDocument: true},
+		{rule: "a patch over 1 MiB", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"name":"Big"}` + strings.Repeat(" ", maxBodyBytes), header: mergePatch, status: 413},
+		{rule: "a patch that is a JSON Patch, not a merge patch", method: "PATCH", path: "/v1/pets/" + d.petToPatch,
+			body: `[{"op":"replace","path":"/name","value":"Rex"}]`, header: jsonPatch, status: 415, breaksDocument: true},
+		{rule: "a patch sent as text", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"name":"Rex"}`, header: textPlain, status: 415, breaksDocument: true},
+		{rule: "updatePet without a key", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"name":"Rex"}`, header: noKey, status: 401, breaksDocument: true},
+		{rule: "updatePet over the rate limit", server: serverRateLimited, method: "PATCH", path: "/v1/pets/1", body: `{"name":"Rex"}`, status: 429},
+		{rule: "updatePet when the database fails", server: serverDBClosed, method: "PATCH", path: "/v1/pets/1", body: `{"name":"Rex"}`, status: 500},
+		{rule: "updatePet when the disk cannot be written", server: serverReadOnly, method: "PATCH", path: "/v1/pets/" + d.readOnlyPet, body: `{"name":"Renamed"}`, status: 503},
+
+		// deletePet
+		{rule: "a pet no order names is removed", method: "DELETE", path: "/v1/pets/" + d.petToDelete, status: 204},
+		{rule: "a pet that does not exist", method: "DELETE", path: "/v1/pets/999999", status: 404},
+		{rule: "a pet id that cannot exist", method: "DELETE", path: "/v1/pets/0", status: 404, breaksDocument: true},
+		{rule: "a pet that a delivered order names stays", method: "DELETE", path: "/v1/pets/" + d.petSold, status: 409},
+		{rule: "a pet that a placed order names stays", method: "DELETE", path: "/v1/pets/" + d.petOrdered, status: 409},
+		{rule: "deletePet without a key", method: "DELETE", path: "/v1/pets/" + d.petToDelete, header: noKey, status: 401, breaksDocument: true},
+		{rule: "deletePet over the rate limit", server: serverRateLimited, method: "DELETE", path: "/v1/pets/1", status: 429},
+		{rule: "deletePet when the database fails", server: serverDBClosed, method: "DELETE", path: "/v1/pets/1", status: 500},
+		{rule: "deletePet when the disk cannot be written", server: serverReadOnly, method: "DELETE", path: "/v1/pets/" + d.readOnlyPet, status: 503},
+
 		// listOrders
-		{rule: "the store area is not implemented", method: "GET", path: "/v1/store/orders", status: 501},
+		{rule: "a page of orders with more after it", method: "GET", path: "/v1/store/orders?limit=2", status: 200},
+		{rule: "the last page of orders, with the after cursor", method: "GET", path: "/v1/store/orders?after=1", status: 200},
+		{rule: "a status filter over orders, paged", method: "GET", path: "/v1/store/orders?status=placed&limit=1&after=0", status: 200},
+		{rule: "no order matches: an empty array", method: "GET", path: "/v1/store/orders?status=cancelled&after=1000000", status: 200},
+		{rule: "listOrders: limit above 100", method: "GET", path: "/v1/store/orders?limit=101", status: 400, breaksDocument: true},
+		{rule: "listOrders: status not an OrderStatus", method: "GET", path: "/v1/store/orders?status=sold", status: 400, breaksDocument: true},
+		{rule: "listOrders: after not an integer", method: "GET", path: "/v1/store/orders?after=x", status: 400, breaksDocument: true},
+		{rule: "listOrders has no id filter, which the schema cannot refuse", method: "GET", path: "/v1/store/orders?id=1", status: 400},
 		{rule: "listOrders without a key", method: "GET", path: "/v1/store/orders", header: noKey, status: 401, breaksDocument: true},
+		{rule: "listOrders with a wrong key", method: "GET", path: "/v1/store/orders", header: wrongKey, status: 401},
 		{rule: "listOrders over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/store/orders", status: 429},
+		{rule: "listOrders when the database fails", server: serverDBClosed, method: "GET", path: "/v1/store/orders", status: 500},
+
+		// placeOrder
+		{rule: "an order for an available pet", method: "POST", path: "/v1/store/orders", body: `{"petId":` + d.petToOrder + `}`, status: 201},
+		{rule: "a retry of an order with the same key and pet replays the 201", method: "POST", path: "/v1/store/orders", body: d.orderKeyedBody,
+			header: map[string]string{"Idempotency-Key": d.orderKey}, status: 201},
+		{rule: "an order for a pet already ordered", method: "POST", path: "/v1/store/orders", body: `{"petId":` + d.petOrdered + `}`, status: 409},
+		{rule: "an order for a pet added as pending", method: "POST", path: "/v1/store/orders", body: `{"petId":` + d.petPending + `}`, status: 409},
+		{rule: "an order with the same key while the first is still in flight", server: serverInFlight, method: "POST", path: "/v1/store/orders",
+			body: `{"petId":1}`, header: map[string]string{"Idempotency-Key": "held-order"}, status: 409},
+		{rule: "an order for a pet that does not exist", method: "POST", path: "/v1/store/orders", body: `{"petId":999999}`, status: 422},
+		{rule: "the same key for an order of another pet", method: "POST", path: "/v1/store/orders", body: `{"petId":1}`,
+			header: map[string]string{"Idempotency-Key": d.orderKey}, status: 422},
+		{rule: "the key of a pet, on placeOrder", method: "POST", path: "/v1/store/orders", body: `{"petId":1}`,
+			header: map[string]string{"Idempotency-Key": d.petKey}, status: 422},
+		{rule: "petId missing", method: "POST", path: "/v1/store/orders", body: `{}`, status: 400, breaksDocument: true},
+		{rule: "petId 0", method: "POST", path: "/v1/store/orders", body: `{"petId":0}`, status: 400, breaksDocument: true},
+		{rule: "petId as a string", method: "POST", path: "/v1/store/orders", body: `{"petId":"1"}`, status: 400, breaksDocument: true},
+		{rule: "a client-supplied order id", method: "POST", path: "/v1/store/orders", body: `{"id":1,"petId":1}`, status: 400, breaksDocument: true},
+		{rule: "petId written as a fraction, which the schema cannot refuse", method: "POST", path: "/v1/store/orders", body: `{"petId":1.0}`, status: 400},
+		{rule: "an order with an empty quoted Idempotency-Key, which the schema cannot refuse", method: "POST", path: "/v1/store/orders", body: `{"petId":1}`,
+			header: map[string]string{"Idempotency-Key": `""`}, status: 400},
+		{rule: "an order over 1 MiB", method: "POST", path: "/v1/store/orders", body: `{"petId":1}` + strings.Repeat(" ", maxBodyBytes), status: 413},
+		{rule: "an order that is not application/json", method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, header: textPlain, status: 415, breaksDocument: true},
+		{rule: "placeOrder without a key", method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, header: noKey, status: 401, breaksDocument: true},
+		{rule: "placeOrder over the rate limit", server: serverRateLimited, method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, status: 429},
+		{rule: "placeOrder when the database fails", server: serverDBClosed, method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, status: 500},
+		{rule: "placeOrder when the disk cannot be written", server: serverReadOnly, method: "POST", path: "/v1/store/orders", body: `{"petId":` + d.readOnlyPet + `}`, status: 503},
+
+		// getOrder
+		{rule: "an existing order", method: "GET", path: "/v1/store/orders/" + d.orderDelivered, status: 200},
+		{rule: "an id no order has", method: "GET", path: "/v1/store/orders/999999", status: 404},
+		{rule: "an order id that cannot exist", method: "GET", path: "/v1/store/orders/0", status: 404, breaksDocument: true},
+		{rule: "an order id that is not a number", method: "GET", path: "/v1/store/orders/first", status: 404, breaksDocument: true},
+		{rule: "getOrder without a key", method: "GET", path: "/v1/store/orders/" + d.orderDelivered, header: noKey, status: 401, breaksDocument: true},
+		{rule: "getOrder over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/store/orders/1", status: 429},
+		{rule: "getOrder when the database fails", server: serverDBClosed, method: "GET", path: "/v1/store/orders/1", status: 500},
+
+		// updateOrder
+		{rule: "a placed order delivered", method: "PATCH", path: "/v1/store/orders/" + d.orderToDeliver, body: `{"status":"delivered"}`, status: 200},
+		{rule: "a placed order cancelled, as a merge patch", method: "PATCH", path: "/v1/store/orders/" + d.orderToCancel, body: `{"status":"cancelled"}`,
+			header: mergePatch, status: 200},
+		{rule: "a placed order asked to be placed changes nothing", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced, body: `{"status":"placed"}`, status: 200},
+		{rule: "a delivered order asked to be delivered changes nothing", method: "PATCH", path: "/v1/store/orders/" + d.orderDelivered, body: `{"status":"delivered"}`,
+			header: mergePatch, status: 200},
+		{rule: "a delivered order cannot be cancelled", method: "PATCH", path: "/v1/store/orders/" + d.orderDelivered, body: `{"status":"cancelled"}`, status: 409},
+		{rule: "a delivered order cannot be placed again", method: "PATCH", path: "/v1/store/orders/" + d.orderDelivered, body: `{"status":"placed"}`,
+			header: mergePatch, status: 409},
+		{rule: "an order update without status", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced, body: `{}`, header: mergePatch, status: 400, breaksDocument: true},
+		{rule: "an order update with status null", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced, body: `{"status":null}`, header: mergePatch, status: 400, breaksDocument: true},
+		{rule: "an order update to a status that is not an OrderStatus", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced, body: `{"status":"sold"}`,
+			status: 400, breaksDocument: true},
+		{rule: "an order update with another field", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced, body: `{"status":"placed","petId":1}`,
+			status: 400, breaksDocument: true},
+		{rule: "an order update with status twice, which the schema cannot refuse", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced,
+			body: `{"status":"placed","status":"placed"}`, status: 400},
+		{rule: "an update of an order that does not exist", method: "PATCH", path: "/v1/store/orders/999999", body: `{"status":"delivered"}`, status: 404},
+		{rule: "an update of an order id that cannot exist", method: "PATCH", path: "/v1/store/orders/0", body: `{"status":"delivered"}`, status: 404, breaksDocument: true},
+		{rule: "an order update over 1 MiB", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced, body: `{"status":"placed"}` + strings.Repeat(" ", maxBodyBytes),
+			status: 413},
+		{rule: "an order update that is a JSON Patch", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced,
+			body: `[{"op":"replace","path":"/status","value":"delivered"}]`, header: jsonPatch, status: 415, breaksDocument: true},
+		{rule: "updateOrder without a key", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced, body: `{"status":"delivered"}`, header: noKey, status: 401,
+			breaksDocument: true},
+		{rule: "updateOrder over the rate limit", server: serverRateLimited, method: "PATCH", path: "/v1/store/orders/1", body: `{"status":"delivered"}`, status: 429},
+		{rule: "updateOrder when the database fails", server: serverDBClosed, method: "PATCH", path: "/v1/store/orders/1", body: `{"status":"delivered"}`, status: 500},
+		{rule: "updateOrder when the disk cannot be written", server: serverReadOnly, method: "PATCH", path: "/v1/store/orders/" + d.readOnlyOrder,
+			body: `{"status":"delivered"}`, status: 503},
 
 		// getOpenAPIDocument
 		{rule: "the document, without a key", method: "GET", path: "/v1/openapi.json", header: noKey, status: 200},
@@ -166,6 +387,7 @@ func contractTable(etag string) []contractCase {
 		{rule: "a method a health check does not take", method: "POST", path: "/healthz", status: 405, breaksDocument: true},
 		{rule: "a method the collection does not take", method: "DELETE", path: "/v1/pets", status: 405, breaksDocument: true},
 		{rule: "a method a pet does not take", method: "PUT", path: "/v1/pets/1", body: `{"name":"Rex","categoryId":1}`, status: 405, breaksDocument: true},
+		{rule: "a method an order does not take", method: "DELETE", path: "/v1/store/orders/1", status: 405, breaksDocument: true},
 		{rule: "a method the document does not take", method: "POST", path: "/v1/openapi.json", status: 405, breaksDocument: true},
 	}
 }
@@ -318,9 +540,8 @@ func TestContract(t *testing.T) {
 	opts := validationOptions()
 
 	healthy := newTestServer(t)
-	for _, p := range []struct{ name, status string }{{"Rex", "available"}, {"Tom", "pending"}, {"Kit", "available"}} {
-		healthy.createPet(t, p.name, 1, p.status)
-	}
+	readOnly := newTestServer(t)
+	data := seedContract(t, healthy, readOnly)
 	broken := newTestServer(t)
 	broken.Store.Close()
 	sunset := newTestServer(t, withClock(func() time.Time { return getPetSunset }))
@@ -329,19 +550,19 @@ func TestContract(t *testing.T) {
 	if res := limited.do(t, "GET", "/v1/pets", "", nil); res.Status != http.StatusOK { // spends the burst
 		t.Fatalf("the rate-limited server's first request: status %d", res.Status)
 	}
-	readOnly := newTestServer(t)
-	if _, err := readOnly.Store.writer.ExecContext(t.Context(), "PRAGMA query_only = 1"); err != nil {
-		t.Fatal(err)
-	}
-	inFlight := holdInFlightCreate(t, "held", `{"name":"Held","categoryId":1}`)
 	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL,
-		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverInFlight: inFlight.URL}
+		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL}
 
 	sum := sha256.Sum256([]byte(openapiDocument))
 	produced := map[answerKey]bool{}
-	for _, tt := range contractTable(`"` + hex.EncodeToString(sum[:]) + `"`) {
+	for _, tt := range contractTable(`"`+hex.EncodeToString(sum[:])+`"`, data) {
 		t.Run(tt.rule, func(t *testing.T) {
 			base, ok := servers[tt.server]
+			if tt.server == serverInFlight {
+				// Made for this row, just before it runs: the held
+				// request waits for the write lock at most busy_timeout.
+				base, ok = holdInFlightCreate(t, tt.path, tt.header[idempotencyHeader], tt.body).URL, true
+			}
 			if !ok {
 				t.Fatalf("unknown server %q", tt.server)
 			}
@@ -430,15 +651,22 @@ func checkDescribedExactly(t *testing.T, described *openapi3.Response, got respo
 	}
 	for name, h := range described.Headers {
 		v := got.Header.Values(name)
-		if h.Value.Required && len(v) != 1 {
-			t.Errorf("header %s is required once, got %q", name, v)
+		if h.Value.Required && len(v) == 0 {
+			t.Errorf("header %s is required, got none", name)
 		}
-		// Every header of the document is a string; checking its value here
-		// covers the answers ValidateResponse skips (304).
-		for _, s := range v {
-			if err := h.Value.Schema.Value.VisitJSON(s, openapi3.EnableJSONSchema2020()); err != nil {
-				t.Errorf("header %s: %q does not match its schema: %v", name, s, err)
-			}
+		if len(v) == 0 {
+			continue
+		}
+		// A field sent on several lines is one value: the lines joined by
+		// commas (RFC 9110, section 5.3), such as getPet's two Links. The
+		// schema describes that value, so a field that may appear once
+		// (X-Request-Id, Location) fails it when sent twice. ValidateResponse
+		// reads the first line only. Every header of the document is a
+		// string; checking its value here also covers the answers
+		// ValidateResponse skips (304).
+		value := strings.Join(v, ", ")
+		if err := h.Value.Schema.Value.VisitJSON(value, openapi3.EnableJSONSchema2020()); err != nil {
+			t.Errorf("header %s: %q does not match its schema: %v", name, value, err)
 		}
 	}
 	if len(described.Content) == 0 && len(got.Body) > 0 {
@@ -446,11 +674,13 @@ func checkDescribedExactly(t *testing.T, described *openapi3.Response, got respo
 	}
 }
 
-// holdInFlightCreate starts a server on which a create with Idempotency-Key
-// key is in flight until the test ends: another connection holds SQLite's
-// write lock, two creates with the key are sent, and the first answer (the
-// repeat's 409) shows the other is registered and waiting.
-func holdInFlightCreate(t *testing.T, key, body string) *testServer {
+// holdInFlightCreate starts a server on which a create (a POST of body to
+// path) with Idempotency-Key key is in flight until the test ends: another
+// connection holds SQLite's write lock, two such creates are sent, and the
+// first answer (the repeat's 409) shows the other is registered and
+// waiting. The waiting create gives up after the writer's busy_timeout (5 s),
+// so the server must be used at once.
+func holdInFlightCreate(t *testing.T, path, key, body string) *testServer {
 	t.Helper()
 	ts := newTestServer(t)
 	db, err := sql.Open("sqlite", ts.DBPath+"?_pragma=busy_timeout(5000)")
@@ -470,9 +700,9 @@ func holdInFlightCreate(t *testing.T, key, body string) *testServer {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			req, _ := http.NewRequestWithContext(context.Background(), "POST", ts.URL+"/v1/pets", strings.NewReader(body))
+			req, _ := http.NewRequestWithContext(context.Background(), "POST", ts.URL+path, strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+testKey)
-			req.Header.Set("Idempotency-Key", key)
+			req.Header.Set(idempotencyHeader, key)
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {
 				statuses <- 0
@@ -492,4 +722,13 @@ func holdInFlightCreate(t *testing.T, key, body string) *testServer {
 		db.Close()
 	})
 	return ts
+}
+
+// idList is an id filter of n ids: 1,2,...,n.
+func idList(n int) string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i + 1)
+	}
+	return strings.Join(ids, ",")
 }

@@ -16,6 +16,11 @@ import (
 func TestOpenAPIDocument(t *testing.T) {
 	doc := loadContract(t) // fails unless the document is valid OpenAPI 3.1
 
+	t.Run("the document is version 1.1.0 of the interface", func(t *testing.T) {
+		if doc.Info.Version != "1.1.0" {
+			t.Errorf("info.version = %q, want 1.1.0", doc.Info.Version)
+		}
+	})
 	t.Run("operations carry the interface's operationIds", func(t *testing.T) {
 		got := map[string]string{}
 		for path, item := range doc.Paths.Map() {
@@ -24,14 +29,19 @@ func TestOpenAPIDocument(t *testing.T) {
 			}
 		}
 		want := map[string]string{
-			"GET /pets":         "listPets",
-			"POST /pets":        "createPet",
-			"GET /pets/{petId}": "getPet",
-			"GET /store/orders": "listOrders",
-			"GET /openapi.json": "getOpenAPIDocument",
-			"GET /healthz":      "getHealth",
-			"GET /readyz":       "getReadiness",
-			"GET /metrics":      "getMetrics",
+			"GET /pets":                     "listPets",
+			"POST /pets":                    "createPet",
+			"GET /pets/{petId}":             "getPet",
+			"PATCH /pets/{petId}":           "updatePet",
+			"DELETE /pets/{petId}":          "deletePet",
+			"GET /store/orders":             "listOrders",
+			"POST /store/orders":            "placeOrder",
+			"GET /store/orders/{orderId}":   "getOrder",
+			"PATCH /store/orders/{orderId}": "updateOrder",
+			"GET /openapi.json":             "getOpenAPIDocument",
+			"GET /healthz":                  "getHealth",
+			"GET /readyz":                   "getReadiness",
+			"GET /metrics":                  "getMetrics",
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("operations mismatch (-want +got):\n%s", diff)

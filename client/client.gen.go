@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/oapi-codegen/runtime"
 )
@@ -26,13 +27,17 @@ const (
 	ErrorCodeInvalidField           ErrorCode = "invalid_field"
 	ErrorCodeInvalidHeader          ErrorCode = "invalid_header"
 	ErrorCodeInvalidParameter       ErrorCode = "invalid_parameter"
+	ErrorCodeInvalidTransition      ErrorCode = "invalid_transition"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeNotFound               ErrorCode = "not_found"
-	ErrorCodeNotImplemented         ErrorCode = "not_implemented"
 	ErrorCodePayloadTooLarge        ErrorCode = "payload_too_large"
+	ErrorCodePetHasOpenOrder        ErrorCode = "pet_has_open_order"
+	ErrorCodePetHasOrders           ErrorCode = "pet_has_orders"
+	ErrorCodePetNotAvailable        ErrorCode = "pet_not_available"
 	ErrorCodeRateLimited            ErrorCode = "rate_limited"
 	ErrorCodeUnauthorized           ErrorCode = "unauthorized"
 	ErrorCodeUnavailable            ErrorCode = "unavailable"
+	ErrorCodeUnknownPet             ErrorCode = "unknown_pet"
 	ErrorCodeUnsupportedMediaType   ErrorCode = "unsupported_media_type"
 )
 
@@ -55,13 +60,19 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeInvalidParameter:
 		return true
+	case ErrorCodeInvalidTransition:
+		return true
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeNotFound:
 		return true
-	case ErrorCodeNotImplemented:
-		return true
 	case ErrorCodePayloadTooLarge:
+		return true
+	case ErrorCodePetHasOpenOrder:
+		return true
+	case ErrorCodePetHasOrders:
+		return true
+	case ErrorCodePetNotAvailable:
 		return true
 	case ErrorCodeRateLimited:
 		return true
@@ -69,7 +80,30 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeUnavailable:
 		return true
+	case ErrorCodeUnknownPet:
+		return true
 	case ErrorCodeUnsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderStatus.
+const (
+	Cancelled OrderStatus = "cancelled"
+	Delivered OrderStatus = "delivered"
+	Placed    OrderStatus = "placed"
+)
+
+// Valid indicates whether the value is a known member of the OrderStatus enum.
+func (e OrderStatus) Valid() bool {
+	switch e {
+	case Cancelled:
+		return true
+	case Delivered:
+		return true
+	case Placed:
 		return true
 	default:
 		return false
@@ -120,6 +154,12 @@ type HealthStatus struct {
 	Status string `json:"status"`
 }
 
+// NewOrder An order to place: the pet it sells. The service assigns the id: sending `id`, or any other field, is 400.
+type NewOrder struct {
+	// PetId The id of the pet to sell; it must be `available`.
+	PetId int64 `json:"petId"`
+}
+
 // NewPet A pet to add. The service assigns the id: sending `id`, or any other field, is 400.
 type NewPet struct {
 	// CategoryId The category's id, stored as given (there is no category resource).
@@ -130,6 +170,33 @@ type NewPet struct {
 
 	// Status `available` when omitted.
 	Status *PetStatus `json:"status,omitempty"`
+}
+
+// Order An order as the service returns it. One order sells one pet; a pet has at most one `placed` order at a time.
+type Order struct {
+	// Id Assigned by the service; ids only grow and are never reused.
+	Id int64 `json:"id"`
+
+	// PetId The pet the order sells.
+	PetId int64 `json:"petId"`
+
+	// PlacedAt When the order was placed.
+	PlacedAt Timestamp `json:"placedAt"`
+
+	// Status Where an order is: `placed` (its pet is `pending`), `delivered` (it sold its pet: `sold`) or `cancelled` (it gave its pet back: `available`). Only a placed order changes.
+	Status OrderStatus `json:"status"`
+
+	// UpdatedAt When its status last changed: `placedAt` until then, never before it.
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// OrderStatus Where an order is: `placed` (its pet is `pending`), `delivered` (it sold its pet: `sold`) or `cancelled` (it gave its pet back: `available`). Only a placed order changes.
+type OrderStatus string
+
+// OrderUpdate The change of an order: its new status, the one field (`{}` is 400). From `placed`, `delivered` sells the pet (`sold`) and `cancelled` gives it back (`available`); the status the order already has is accepted and changes nothing.
+type OrderUpdate struct {
+	// Status Where an order is: `placed` (its pet is `pending`), `delivered` (it sold its pet: `sold`) or `cancelled` (it gave its pet back: `available`). Only a placed order changes.
+	Status OrderStatus `json:"status"`
 }
 
 // Pet A pet as the service returns it: a NewPet with its id. `status` is always present.
@@ -150,8 +217,32 @@ type Pet struct {
 // PetName 1 to 100 characters (Unicode code points), not only white space, with no control character and no U+FFFD. Stored exactly as sent.
 type PetName = string
 
+// PetPatch A JSON Merge Patch (RFC 7396) of a pet: the fields it has replace the pet's, the others keep their values, and `{}` changes nothing. No field may be `null`: every field of a pet is required, so none can be removed. The service assigns the id: sending `id`, or any other field, is 400.
+type PetPatch struct {
+	// CategoryId The category's id, stored as given (there is no category resource).
+	CategoryId *CategoryId `json:"categoryId,omitempty"`
+
+	// Name 1 to 100 characters (Unicode code points), not only white space, with no control character and no U+FFFD. Stored exactly as sent.
+	Name *PetName `json:"name,omitempty"`
+
+	// Status Availability of a pet.
+	Status *PetStatus `json:"status,omitempty"`
+}
+
 // PetStatus Availability of a pet.
 type PetStatus string
+
+// Timestamp An instant, RFC 3339 in UTC with milliseconds, such as `2026-05-01T09:30:00.000Z`.
+type Timestamp = time.Time
+
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
+// OrderId defines model for OrderId.
+type OrderId = int64
+
+// PetId defines model for PetId.
+type PetId = int64
 
 // CannotWrite The body of every error answer.
 type CannotWrite = Error
@@ -168,14 +259,38 @@ type IdempotencyMismatch = Error
 // Internal The body of every error answer.
 type Internal = Error
 
+// InvalidBody The body of every error answer.
+type InvalidBody = Error
+
 // InvalidParameter The body of every error answer.
 type InvalidParameter = Error
 
-// NotImplemented The body of every error answer.
-type NotImplemented = Error
+// InvalidTransition The body of every error answer.
+type InvalidTransition = Error
+
+// OrderNotFound The body of every error answer.
+type OrderNotFound = Error
+
+// PatchUnsupportedMediaType The body of every error answer.
+type PatchUnsupportedMediaType = Error
 
 // PayloadTooLarge The body of every error answer.
 type PayloadTooLarge = Error
+
+// PetHasOpenOrder The body of every error answer.
+type PetHasOpenOrder = Error
+
+// PetHasOrders The body of every error answer.
+type PetHasOrders = Error
+
+// PetNotFound The body of every error answer.
+type PetNotFound = Error
+
+// PlaceOrderConflict The body of every error answer.
+type PlaceOrderConflict = Error
+
+// PlaceOrderUnprocessable The body of every error answer.
+type PlaceOrderUnprocessable = Error
 
 // RateLimited The body of every error answer.
 type RateLimited = Error
@@ -203,18 +318,54 @@ type ListPetsParams struct {
 	// Status Only pets with this status; no filter when absent.
 	Status *PetStatus `form:"status,omitempty" json:"status,omitempty"`
 
+	// Id Only the pets with these ids, those that exist: 1 to 100 pet ids separated by commas, such as `id=7,9,12` (order and repeats do not matter). It combines with `status`; `limit`, `after` and the `Link` work as without it, the `Link` carrying the ids in ascending order without repeats. `GET /v1/pets?id={petId}` is getPet's successor: `[]` where getPet answers 404. An item that is not a positive integer, an empty item or more than 100 items is 400.
+	Id *[]int64 `form:"id,omitempty" json:"id,omitempty"`
+
 	// After Cursor: only pets whose `id` is greater than this one. The `Link` header of a page carries it for the next page.
 	After *int64 `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // CreatePetParams defines parameters for CreatePet.
 type CreatePetParams struct {
-	// IdempotencyKey Makes a retried create safe (IETF httpapi Idempotency-Key draft). The first request with a key is processed; a repeat with the same key and the same pet gets the stored 201 again (same id, body and Location, with `Idempotent-Replayed: true`), even after a restart; the same key with a different pet is 422; a repeat while the first is still being processed is 409. Keys are scoped to the API key and remembered for 24 hours (the operator's `-idempotency-ttl`). The value is printable ASCII, bare or as a quoted string (`"abc"` and `abc` are one key), 1 to 255 characters once unquoted; anything else is 400 `invalid_header`.
-	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+	// IdempotencyKey Makes a retried create safe (IETF httpapi Idempotency-Key draft). The first request with a key is processed; a repeat with the same key and the same request (the same operation and the same content once validated) gets the stored 201 again (same id, body and Location, with `Idempotent-Replayed: true`), even after a restart; the same key with a different request, or with the other create operation (createPet, placeOrder), is 422 `idempotency_key_mismatch`; a repeat while the first is still being processed is 409 `idempotency_key_conflict`. A request that is refused (any 4xx or 5xx) stores nothing under its key, so a retry is judged afresh. Keys are scoped to the API key and remembered for 24 hours (the operator's `-idempotency-ttl`). The value is printable ASCII, bare or as a quoted string (`"abc"` and `abc` are one key), 1 to 255 characters once unquoted; anything else is 400 `invalid_header`.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListOrdersParams defines parameters for ListOrders.
+type ListOrdersParams struct {
+	// Limit Most orders on the page.
+	Limit *int32 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Status Only orders with this status; no filter when absent.
+	Status *OrderStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// After Cursor: only orders whose `id` is greater than this one. The `Link` header of a page carries it for the next page.
+	After *int64 `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// PlaceOrderParams defines parameters for PlaceOrder.
+type PlaceOrderParams struct {
+	// IdempotencyKey Makes a retried create safe (IETF httpapi Idempotency-Key draft). The first request with a key is processed; a repeat with the same key and the same request (the same operation and the same content once validated) gets the stored 201 again (same id, body and Location, with `Idempotent-Replayed: true`), even after a restart; the same key with a different request, or with the other create operation (createPet, placeOrder), is 422 `idempotency_key_mismatch`; a repeat while the first is still being processed is 409 `idempotency_key_conflict`. A request that is refused (any 4xx or 5xx) stores nothing under its key, so a retry is judged afresh. Keys are scoped to the API key and remembered for 24 hours (the operator's `-idempotency-ttl`). The value is printable ASCII, bare or as a quoted string (`"abc"` and `abc` are one key), 1 to 255 characters once unquoted; anything else is 400 `invalid_header`.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // CreatePetJSONRequestBody defines body for CreatePet for application/json ContentType.
 type CreatePetJSONRequestBody = NewPet
+
+// UpdatePetJSONRequestBody defines body for UpdatePet for application/json ContentType.
+type UpdatePetJSONRequestBody = PetPatch
+
+// UpdatePetApplicationMergePatchPlusJSONRequestBody defines body for UpdatePet for application/merge-patch+json ContentType.
+type UpdatePetApplicationMergePatchPlusJSONRequestBody = PetPatch
+
+// PlaceOrderJSONRequestBody defines body for PlaceOrder for application/json ContentType.
+type PlaceOrderJSONRequestBody = NewOrder
+
+// UpdateOrderJSONRequestBody defines body for UpdateOrder for application/json ContentType.
+type UpdateOrderJSONRequestBody = OrderUpdate
+
+// UpdateOrderApplicationMergePatchPlusJSONRequestBody defines body for UpdateOrder for application/merge-patch+json ContentType.
+type UpdateOrderApplicationMergePatchPlusJSONRequestBody = OrderUpdate
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -299,7 +450,7 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
-	// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+	// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -313,7 +464,7 @@ type ClientInterface interface {
 
 	// ListPets List pets
 	//
-	// Pets in ascending `id` order. Pages are keyset pages: when more pets match, the `Link` header points at the next page, with the same `limit` and `status`; the last page has no `Link`. Pets created while a client pages appear on later pages, never causing a skip or a duplicate.
+	// Pets in ascending `id` order. Pages are keyset pages: when more pets match, the `Link` header points at the next page, with the same `limit`, `status` and `id`; the last page has no `Link`. Pets added, changed or deleted while a client pages never cause another pet to be skipped or listed twice.
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 	//
@@ -342,16 +493,62 @@ type ClientInterface interface {
 	// Corresponds with POST /pets (the `CreatePet` operationId).
 	CreatePet(ctx context.Context, params *CreatePetParams, body CreatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DeletePet Remove a pet
+	//
+	// Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
+	//
+	// Corresponds with DELETE /pets/{petId} (the `DeletePet` operationId).
+	DeletePet(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetPet Get a pet (deprecated)
 	//
-	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets` with the `status` filter instead. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers.
+	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is a positive integer.
 	//
 	// A `petId` that is not a positive integer is 404, like a pet that does not exist.
 	//
 	// Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 	//
 	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
-	GetPet(ctx context.Context, petId int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetPet(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdatePetWithBody Change a pet
+	//
+	// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+	//
+	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+	//
+	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+	UpdatePetWithBody(ctx context.Context, petId PetId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdatePet Change a pet
+	//
+	// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+	//
+	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+	//
+	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+	UpdatePet(ctx context.Context, petId PetId, body UpdatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdatePetWithApplicationMergePatchPlusJSONBody Change a pet
+	//
+	// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+	//
+	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+	//
+	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+	UpdatePetWithApplicationMergePatchPlusJSONBody(ctx context.Context, petId PetId, body UpdatePetApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetReadiness Readiness
 	//
@@ -360,12 +557,76 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListOrders List orders (not implemented)
+	// ListOrders List orders
 	//
-	// The store area exists but is not implemented by this service: after the key check, this answers 501 `not_implemented`.
+	// Orders in ascending `id` order. Pages are keyset pages, as in listPets: when more orders match, the `Link` header points at the next page, with the same `limit` and `status`; the last page has no `Link`. Orders placed while a client pages appear on later pages, and orders that change status never cause another order to be skipped or listed twice.
+	//
+	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 	//
 	// Corresponds with GET /store/orders (the `ListOrders` operationId).
-	ListOrders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PlaceOrderWithBody Place an order
+	//
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	//
+	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
+	PlaceOrderWithBody(ctx context.Context, params *PlaceOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PlaceOrder Place an order
+	//
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	//
+	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
+	PlaceOrder(ctx context.Context, params *PlaceOrderParams, body PlaceOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOrder Get an order
+	//
+	// An `orderId` that is not a positive integer is 404, like an order that does not exist.
+	//
+	// Corresponds with GET /store/orders/{orderId} (the `GetOrder` operationId).
+	GetOrder(ctx context.Context, orderId OrderId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOrderWithBody Deliver or cancel an order
+	//
+	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+	//
+	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+	UpdateOrderWithBody(ctx context.Context, orderId OrderId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOrder Deliver or cancel an order
+	//
+	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+	//
+	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+	UpdateOrder(ctx context.Context, orderId OrderId, body UpdateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOrderWithApplicationMergePatchPlusJSONBody Deliver or cancel an order
+	//
+	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+	//
+	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+	UpdateOrderWithApplicationMergePatchPlusJSONBody(ctx context.Context, orderId OrderId, body UpdateOrderApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealth Liveness
@@ -387,7 +648,7 @@ func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (
 
 // GetMetrics Prometheus metrics
 //
-// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -421,7 +682,7 @@ func (c *Client) GetOpenAPIDocument(ctx context.Context, params *GetOpenAPIDocum
 
 // ListPets List pets
 //
-// Pets in ascending `id` order. Pages are keyset pages: when more pets match, the `Link` header points at the next page, with the same `limit` and `status`; the last page has no `Link`. Pets created while a client pages appear on later pages, never causing a skip or a duplicate.
+// Pets in ascending `id` order. Pages are keyset pages: when more pets match, the `Link` header points at the next page, with the same `limit`, `status` and `id`; the last page has no `Link`. Pets added, changed or deleted while a client pages never cause another pet to be skipped or listed twice.
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 //
@@ -480,16 +741,102 @@ func (c *Client) CreatePet(ctx context.Context, params *CreatePetParams, body Cr
 	return c.Client.Do(req)
 }
 
+// DeletePet Remove a pet
+//
+// Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
+//
+// Corresponds with DELETE /pets/{petId} (the `DeletePet` operationId).
+func (c *Client) DeletePet(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePetRequest(c.Server, petId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetPet Get a pet (deprecated)
 //
-// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets` with the `status` filter instead. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers.
+// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is a positive integer.
 //
 // A `petId` that is not a positive integer is 404, like a pet that does not exist.
 //
 // Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 // Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
-func (c *Client) GetPet(ctx context.Context, petId int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) GetPet(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetPetRequest(c.Server, petId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdatePetWithBody Change a pet
+//
+// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+//
+// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+//
+// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+func (c *Client) UpdatePetWithBody(ctx context.Context, petId PetId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePetRequestWithBody(c.Server, petId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdatePet Change a pet
+//
+// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+//
+// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+//
+// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+func (c *Client) UpdatePet(ctx context.Context, petId PetId, body UpdatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePetRequest(c.Server, petId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdatePetWithApplicationMergePatchPlusJSONBody Change a pet
+//
+// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+//
+// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+//
+// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+func (c *Client) UpdatePetWithApplicationMergePatchPlusJSONBody(ctx context.Context, petId PetId, body UpdatePetApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdatePetRequestWithApplicationMergePatchPlusJSONBody(c.Server, petId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -517,13 +864,137 @@ func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn
 	return c.Client.Do(req)
 }
 
-// ListOrders List orders (not implemented)
+// ListOrders List orders
 //
-// The store area exists but is not implemented by this service: after the key check, this answers 501 `not_implemented`.
+// Orders in ascending `id` order. Pages are keyset pages, as in listPets: when more orders match, the `Link` header points at the next page, with the same `limit` and `status`; the last page has no `Link`. Orders placed while a client pages appear on later pages, and orders that change status never cause another order to be skipped or listed twice.
+//
+// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 //
 // Corresponds with GET /store/orders (the `ListOrders` operationId).
-func (c *Client) ListOrders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListOrdersRequest(c.Server)
+func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOrdersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PlaceOrderWithBody Place an order
+//
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+//
+// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
+func (c *Client) PlaceOrderWithBody(ctx context.Context, params *PlaceOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPlaceOrderRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PlaceOrder Place an order
+//
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+//
+// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
+func (c *Client) PlaceOrder(ctx context.Context, params *PlaceOrderParams, body PlaceOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPlaceOrderRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOrder Get an order
+//
+// An `orderId` that is not a positive integer is 404, like an order that does not exist.
+//
+// Corresponds with GET /store/orders/{orderId} (the `GetOrder` operationId).
+func (c *Client) GetOrder(ctx context.Context, orderId OrderId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOrderRequest(c.Server, orderId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOrderWithBody Deliver or cancel an order
+//
+// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+//
+// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+func (c *Client) UpdateOrderWithBody(ctx context.Context, orderId OrderId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOrderRequestWithBody(c.Server, orderId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOrder Deliver or cancel an order
+//
+// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+//
+// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+func (c *Client) UpdateOrder(ctx context.Context, orderId OrderId, body UpdateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOrderRequest(c.Server, orderId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOrderWithApplicationMergePatchPlusJSONBody Deliver or cancel an order
+//
+// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+//
+// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+func (c *Client) UpdateOrderWithApplicationMergePatchPlusJSONBody(ctx context.Context, orderId OrderId, body UpdateOrderApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOrderRequestWithApplicationMergePatchPlusJSONBody(c.Server, orderId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -682,6 +1153,18 @@ func NewListPetsRequest(server string, params *ListPetsParams) (*http.Request, e
 
 		}
 
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.After != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
@@ -763,8 +1246,42 @@ func NewCreatePetRequestWithBody(server string, params *CreatePetParams, content
 	return req, nil
 }
 
+// NewDeletePetRequest constructs an http.Request for the DeletePet method
+func NewDeletePetRequest(server string, petId PetId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "petId", petId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/pets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetPetRequest constructs an http.Request for the GetPet method
-func NewGetPetRequest(server string, petId int64) (*http.Request, error) {
+func NewGetPetRequest(server string, petId PetId) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -797,6 +1314,64 @@ func NewGetPetRequest(server string, petId int64) (*http.Request, error) {
 	return req, nil
 }
 
+// NewUpdatePetRequest calls the generic UpdatePet builder with application/json body
+func NewUpdatePetRequest(server string, petId PetId, body UpdatePetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdatePetRequestWithBody(server, petId, "application/json", bodyReader)
+}
+
+// NewUpdatePetRequestWithApplicationMergePatchPlusJSONBody calls the generic UpdatePet builder with application/merge-patch+json body
+func NewUpdatePetRequestWithApplicationMergePatchPlusJSONBody(server string, petId PetId, body UpdatePetApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdatePetRequestWithBody(server, petId, "application/merge-patch+json", bodyReader)
+}
+
+// NewUpdatePetRequestWithBody constructs an http.Request for the UpdatePet method, with any body, and a specified content type
+func NewUpdatePetRequestWithBody(server string, petId PetId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "petId", petId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/pets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetReadinessRequest constructs an http.Request for the GetReadiness method
 func NewGetReadinessRequest(server string) (*http.Request, error) {
 	var err error
@@ -825,7 +1400,7 @@ func NewGetReadinessRequest(server string) (*http.Request, error) {
 }
 
 // NewListOrdersRequest constructs an http.Request for the ListOrders method
-func NewListOrdersRequest(server string) (*http.Request, error) {
+func NewListOrdersRequest(server string, params *ListOrdersParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -843,10 +1418,208 @@ func NewListOrdersRequest(server string) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewPlaceOrderRequest calls the generic PlaceOrder builder with application/json body
+func NewPlaceOrderRequest(server string, params *PlaceOrderParams, body PlaceOrderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPlaceOrderRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewPlaceOrderRequestWithBody constructs an http.Request for the PlaceOrder method, with any body, and a specified content type
+func NewPlaceOrderRequestWithBody(server string, params *PlaceOrderParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/store/orders")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetOrderRequest constructs an http.Request for the GetOrder method
+func NewGetOrderRequest(server string, orderId OrderId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "orderId", orderId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/store/orders/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateOrderRequest calls the generic UpdateOrder builder with application/json body
+func NewUpdateOrderRequest(server string, orderId OrderId, body UpdateOrderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateOrderRequestWithBody(server, orderId, "application/json", bodyReader)
+}
+
+// NewUpdateOrderRequestWithApplicationMergePatchPlusJSONBody calls the generic UpdateOrder builder with application/merge-patch+json body
+func NewUpdateOrderRequestWithApplicationMergePatchPlusJSONBody(server string, orderId OrderId, body UpdateOrderApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateOrderRequestWithBody(server, orderId, "application/merge-patch+json", bodyReader)
+}
+
+// NewUpdateOrderRequestWithBody constructs an http.Request for the UpdateOrder method, with any body, and a specified content type
+func NewUpdateOrderRequestWithBody(server string, orderId OrderId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "orderId", orderId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/store/orders/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -906,7 +1679,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
-	// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+	// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -924,7 +1697,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListPetsWithResponse List pets
 	//
-	// Pets in ascending `id` order. Pages are keyset pages: when more pets match, the `Link` header points at the next page, with the same `limit` and `status`; the last page has no `Link`. Pets created while a client pages appear on later pages, never causing a skip or a duplicate.
+	// Pets in ascending `id` order. Pages are keyset pages: when more pets match, the `Link` header points at the next page, with the same `limit`, `status` and `id`; the last page has no `Link`. Pets added, changed or deleted while a client pages never cause another pet to be skipped or listed twice.
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 	//
@@ -955,9 +1728,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /pets (the `CreatePet` operationId).
 	CreatePetWithResponse(ctx context.Context, params *CreatePetParams, body CreatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePetResponse, error)
 
+	// DeletePetWithResponse Remove a pet
+	//
+	// Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /pets/{petId} (the `DeletePet` operationId).
+	DeletePetWithResponse(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*DeletePetResponse, error)
+
 	// GetPetWithResponse Get a pet (deprecated)
 	//
-	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets` with the `status` filter instead. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers.
+	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is a positive integer.
 	//
 	// A `petId` that is not a positive integer is 404, like a pet that does not exist.
 	//
@@ -966,7 +1748,46 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 	//
 	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
-	GetPetWithResponse(ctx context.Context, petId int64, reqEditors ...RequestEditorFn) (*GetPetResponse, error)
+	GetPetWithResponse(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*GetPetResponse, error)
+
+	// UpdatePetWithBodyWithResponse Change a pet
+	//
+	// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+	//
+	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+	//
+	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+	UpdatePetWithBodyWithResponse(ctx context.Context, petId PetId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePetResponse, error)
+
+	// UpdatePetWithResponse Change a pet
+	//
+	// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+	//
+	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+	//
+	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+	UpdatePetWithResponse(ctx context.Context, petId PetId, body UpdatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePetResponse, error)
+
+	// UpdatePetWithApplicationMergePatchPlusJSONBodyWithResponse Change a pet
+	//
+	// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+	//
+	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+	//
+	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+	UpdatePetWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, petId PetId, body UpdatePetApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePetResponse, error)
 
 	// GetReadinessWithResponse Readiness
 	//
@@ -977,14 +1798,80 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadinessWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadinessResponse, error)
 
-	// ListOrdersWithResponse List orders (not implemented)
+	// ListOrdersWithResponse List orders
 	//
-	// The store area exists but is not implemented by this service: after the key check, this answers 501 `not_implemented`.
+	// Orders in ascending `id` order. Pages are keyset pages, as in listPets: when more orders match, the `Link` header points at the next page, with the same `limit` and `status`; the last page has no `Link`. Orders placed while a client pages appear on later pages, and orders that change status never cause another order to be skipped or listed twice.
+	//
+	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /store/orders (the `ListOrders` operationId).
-	ListOrdersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error)
+	ListOrdersWithResponse(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error)
+
+	// PlaceOrderWithBodyWithResponse Place an order
+	//
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	//
+	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
+	PlaceOrderWithBodyWithResponse(ctx context.Context, params *PlaceOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PlaceOrderResponse, error)
+
+	// PlaceOrderWithResponse Place an order
+	//
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	//
+	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
+	PlaceOrderWithResponse(ctx context.Context, params *PlaceOrderParams, body PlaceOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*PlaceOrderResponse, error)
+
+	// GetOrderWithResponse Get an order
+	//
+	// An `orderId` that is not a positive integer is 404, like an order that does not exist.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /store/orders/{orderId} (the `GetOrder` operationId).
+	GetOrderWithResponse(ctx context.Context, orderId OrderId, reqEditors ...RequestEditorFn) (*GetOrderResponse, error)
+
+	// UpdateOrderWithBodyWithResponse Deliver or cancel an order
+	//
+	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+	//
+	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+	UpdateOrderWithBodyWithResponse(ctx context.Context, orderId OrderId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOrderResponse, error)
+
+	// UpdateOrderWithResponse Deliver or cancel an order
+	//
+	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+	//
+	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+	UpdateOrderWithResponse(ctx context.Context, orderId OrderId, body UpdateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOrderResponse, error)
+
+	// UpdateOrderWithApplicationMergePatchPlusJSONBodyWithResponse Deliver or cancel an order
+	//
+	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+	//
+	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+	UpdateOrderWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, orderId OrderId, body UpdateOrderApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOrderResponse, error)
 }
 
 // GetHealthResponse200Headers the declared response headers of an HTTP 200 response for GetHealth
@@ -1474,6 +2361,139 @@ func (r CreatePetResponse) ContentType() string {
 	return ""
 }
 
+// DeletePetResponse204Headers the declared response headers of an HTTP 204 response for DeletePet
+type DeletePetResponse204Headers struct {
+	XRequestId string
+}
+
+// DeletePetResponse401Headers the declared response headers of an HTTP 401 response for DeletePet
+type DeletePetResponse401Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// DeletePetResponse404Headers the declared response headers of an HTTP 404 response for DeletePet
+type DeletePetResponse404Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// DeletePetResponse409Headers the declared response headers of an HTTP 409 response for DeletePet
+type DeletePetResponse409Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// DeletePetResponse429Headers the declared response headers of an HTTP 429 response for DeletePet
+type DeletePetResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// DeletePetResponse500Headers the declared response headers of an HTTP 500 response for DeletePet
+type DeletePetResponse500Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// DeletePetResponse503Headers the declared response headers of an HTTP 503 response for DeletePet
+type DeletePetResponse503Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+type DeletePetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *PetNotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *PetHasOrders
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *CannotWrite
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeletePetResponse204Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeletePetResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeletePetResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DeletePetResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeletePetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeletePetResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeletePetResponse503Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeletePetResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeletePetResponse) GetJSON404() *PetNotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeletePetResponse) GetJSON409() *PetHasOrders {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeletePetResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeletePetResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeletePetResponse) GetJSON503() *CannotWrite {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetPetResponse200Headers the declared response headers of an HTTP 200 response for GetPet
 type GetPetResponse200Headers struct {
 	Deprecation         string
@@ -1618,6 +2638,192 @@ func (r GetPetResponse) ContentType() string {
 	return ""
 }
 
+// UpdatePetResponse200Headers the declared response headers of an HTTP 200 response for UpdatePet
+type UpdatePetResponse200Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdatePetResponse400Headers the declared response headers of an HTTP 400 response for UpdatePet
+type UpdatePetResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdatePetResponse401Headers the declared response headers of an HTTP 401 response for UpdatePet
+type UpdatePetResponse401Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdatePetResponse404Headers the declared response headers of an HTTP 404 response for UpdatePet
+type UpdatePetResponse404Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdatePetResponse409Headers the declared response headers of an HTTP 409 response for UpdatePet
+type UpdatePetResponse409Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdatePetResponse413Headers the declared response headers of an HTTP 413 response for UpdatePet
+type UpdatePetResponse413Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdatePetResponse415Headers the declared response headers of an HTTP 415 response for UpdatePet
+type UpdatePetResponse415Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdatePetResponse429Headers the declared response headers of an HTTP 429 response for UpdatePet
+type UpdatePetResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdatePetResponse500Headers the declared response headers of an HTTP 500 response for UpdatePet
+type UpdatePetResponse500Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdatePetResponse503Headers the declared response headers of an HTTP 503 response for UpdatePet
+type UpdatePetResponse503Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+type UpdatePetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Pet
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *PetNotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *PetHasOpenOrder
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *PatchUnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *CannotWrite
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdatePetResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UpdatePetResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdatePetResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UpdatePetResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *UpdatePetResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *UpdatePetResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *UpdatePetResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdatePetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *UpdatePetResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdatePetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdatePetResponse) GetJSON200() *Pet {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdatePetResponse) GetJSON400() *InvalidBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdatePetResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdatePetResponse) GetJSON404() *PetNotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r UpdatePetResponse) GetJSON409() *PetHasOpenOrder {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdatePetResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdatePetResponse) GetJSON415() *PatchUnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdatePetResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdatePetResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdatePetResponse) GetJSON503() *CannotWrite {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdatePetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdatePetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdatePetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdatePetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetReadinessResponse200Headers the declared response headers of an HTTP 200 response for GetReadiness
 type GetReadinessResponse200Headers struct {
 	XContentTypeOptions string
@@ -1682,6 +2888,19 @@ func (r GetReadinessResponse) ContentType() string {
 	return ""
 }
 
+// ListOrdersResponse200Headers the declared response headers of an HTTP 200 response for ListOrders
+type ListOrdersResponse200Headers struct {
+	Link                *string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListOrdersResponse400Headers the declared response headers of an HTTP 400 response for ListOrders
+type ListOrdersResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // ListOrdersResponse401Headers the declared response headers of an HTTP 401 response for ListOrders
 type ListOrdersResponse401Headers struct {
 	WWWAuthenticate     string
@@ -1696,8 +2915,8 @@ type ListOrdersResponse429Headers struct {
 	XRequestId          string
 }
 
-// ListOrdersResponse501Headers the declared response headers of an HTTP 501 response for ListOrders
-type ListOrdersResponse501Headers struct {
+// ListOrdersResponse500Headers the declared response headers of an HTTP 500 response for ListOrders
+type ListOrdersResponse500Headers struct {
 	XContentTypeOptions string
 	XRequestId          string
 }
@@ -1705,18 +2924,36 @@ type ListOrdersResponse501Headers struct {
 type ListOrdersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]Order
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidParameter
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
-	// JSON501 the response for an HTTP 501 `application/json` response
-	JSON501 *NotImplemented
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListOrdersResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListOrdersResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListOrdersResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListOrdersResponse429Headers
-	// Headers501 the parsed response headers for an HTTP 501 response
-	Headers501 *ListOrdersResponse501Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListOrdersResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListOrdersResponse) GetJSON200() *[]Order {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListOrdersResponse) GetJSON400() *InvalidParameter {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -1729,9 +2966,9 @@ func (r ListOrdersResponse) GetJSON429() *RateLimited {
 	return r.JSON429
 }
 
-// GetJSON501 returns the response for an HTTP 501 `application/json` response
-func (r ListOrdersResponse) GetJSON501() *NotImplemented {
-	return r.JSON501
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListOrdersResponse) GetJSON500() *Internal {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -1763,6 +3000,491 @@ func (r ListOrdersResponse) ContentType() string {
 	return ""
 }
 
+// PlaceOrderResponse201Headers the declared response headers of an HTTP 201 response for PlaceOrder
+type PlaceOrderResponse201Headers struct {
+	IdempotentReplayed  *string
+	Location            string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// PlaceOrderResponse400Headers the declared response headers of an HTTP 400 response for PlaceOrder
+type PlaceOrderResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// PlaceOrderResponse401Headers the declared response headers of an HTTP 401 response for PlaceOrder
+type PlaceOrderResponse401Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// PlaceOrderResponse409Headers the declared response headers of an HTTP 409 response for PlaceOrder
+type PlaceOrderResponse409Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// PlaceOrderResponse413Headers the declared response headers of an HTTP 413 response for PlaceOrder
+type PlaceOrderResponse413Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// PlaceOrderResponse415Headers the declared response headers of an HTTP 415 response for PlaceOrder
+type PlaceOrderResponse415Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// PlaceOrderResponse422Headers the declared response headers of an HTTP 422 response for PlaceOrder
+type PlaceOrderResponse422Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// PlaceOrderResponse429Headers the declared response headers of an HTTP 429 response for PlaceOrder
+type PlaceOrderResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// PlaceOrderResponse500Headers the declared response headers of an HTTP 500 response for PlaceOrder
+type PlaceOrderResponse500Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// PlaceOrderResponse503Headers the declared response headers of an HTTP 503 response for PlaceOrder
+type PlaceOrderResponse503Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+type PlaceOrderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Order
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *CreateInvalid
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *PlaceOrderConflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *PlaceOrderUnprocessable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *CannotWrite
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PlaceOrderResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PlaceOrderResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PlaceOrderResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *PlaceOrderResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *PlaceOrderResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *PlaceOrderResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *PlaceOrderResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PlaceOrderResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *PlaceOrderResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PlaceOrderResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PlaceOrderResponse) GetJSON201() *Order {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PlaceOrderResponse) GetJSON400() *CreateInvalid {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PlaceOrderResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PlaceOrderResponse) GetJSON409() *PlaceOrderConflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PlaceOrderResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PlaceOrderResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PlaceOrderResponse) GetJSON422() *PlaceOrderUnprocessable {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PlaceOrderResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PlaceOrderResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PlaceOrderResponse) GetJSON503() *CannotWrite {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PlaceOrderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PlaceOrderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PlaceOrderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PlaceOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetOrderResponse200Headers the declared response headers of an HTTP 200 response for GetOrder
+type GetOrderResponse200Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// GetOrderResponse401Headers the declared response headers of an HTTP 401 response for GetOrder
+type GetOrderResponse401Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// GetOrderResponse404Headers the declared response headers of an HTTP 404 response for GetOrder
+type GetOrderResponse404Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// GetOrderResponse429Headers the declared response headers of an HTTP 429 response for GetOrder
+type GetOrderResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// GetOrderResponse500Headers the declared response headers of an HTTP 500 response for GetOrder
+type GetOrderResponse500Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+type GetOrderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Order
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OrderNotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOrderResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetOrderResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetOrderResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetOrderResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetOrderResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetOrderResponse) GetJSON200() *Order {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetOrderResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetOrderResponse) GetJSON404() *OrderNotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetOrderResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetOrderResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOrderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOrderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOrderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateOrderResponse200Headers the declared response headers of an HTTP 200 response for UpdateOrder
+type UpdateOrderResponse200Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdateOrderResponse400Headers the declared response headers of an HTTP 400 response for UpdateOrder
+type UpdateOrderResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdateOrderResponse401Headers the declared response headers of an HTTP 401 response for UpdateOrder
+type UpdateOrderResponse401Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdateOrderResponse404Headers the declared response headers of an HTTP 404 response for UpdateOrder
+type UpdateOrderResponse404Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdateOrderResponse409Headers the declared response headers of an HTTP 409 response for UpdateOrder
+type UpdateOrderResponse409Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdateOrderResponse413Headers the declared response headers of an HTTP 413 response for UpdateOrder
+type UpdateOrderResponse413Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdateOrderResponse415Headers the declared response headers of an HTTP 415 response for UpdateOrder
+type UpdateOrderResponse415Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdateOrderResponse429Headers the declared response headers of an HTTP 429 response for UpdateOrder
+type UpdateOrderResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdateOrderResponse500Headers the declared response headers of an HTTP 500 response for UpdateOrder
+type UpdateOrderResponse500Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// UpdateOrderResponse503Headers the declared response headers of an HTTP 503 response for UpdateOrder
+type UpdateOrderResponse503Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+type UpdateOrderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Order
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OrderNotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *InvalidTransition
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *PatchUnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *CannotWrite
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateOrderResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UpdateOrderResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateOrderResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UpdateOrderResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *UpdateOrderResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *UpdateOrderResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *UpdateOrderResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateOrderResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *UpdateOrderResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateOrderResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateOrderResponse) GetJSON200() *Order {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateOrderResponse) GetJSON400() *InvalidBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateOrderResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateOrderResponse) GetJSON404() *OrderNotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r UpdateOrderResponse) GetJSON409() *InvalidTransition {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdateOrderResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateOrderResponse) GetJSON415() *PatchUnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateOrderResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateOrderResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateOrderResponse) GetJSON503() *CannotWrite {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateOrderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateOrderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateOrderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthWithResponse Liveness
 //
 // Needs no key. 200 while the process serves HTTP, whatever the database does, so a slow disk never gets a live process restarted.
@@ -1780,7 +3502,7 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 
 // GetMetricsWithResponse Prometheus metrics
 //
-// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1810,7 +3532,7 @@ func (c *ClientWithResponses) GetOpenAPIDocumentWithResponse(ctx context.Context
 
 // ListPetsWithResponse List pets
 //
-// Pets in ascending `id` order. Pages are keyset pages: when more pets match, the `Link` header points at the next page, with the same `limit` and `status`; the last page has no `Link`. Pets created while a client pages appear on later pages, never causing a skip or a duplicate.
+// Pets in ascending `id` order. Pages are keyset pages: when more pets match, the `Link` header points at the next page, with the same `limit`, `status` and `id`; the last page has no `Link`. Pets added, changed or deleted while a client pages never cause another pet to be skipped or listed twice.
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 //
@@ -1859,9 +3581,24 @@ func (c *ClientWithResponses) CreatePetWithResponse(ctx context.Context, params 
 	return ParseCreatePetResponse(rsp)
 }
 
+// DeletePetWithResponse Remove a pet
+//
+// Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /pets/{petId} (the `DeletePet` operationId).
+func (c *ClientWithResponses) DeletePetWithResponse(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*DeletePetResponse, error) {
+	rsp, err := c.DeletePet(ctx, petId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePetResponse(rsp)
+}
+
 // GetPetWithResponse Get a pet (deprecated)
 //
-// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets` with the `status` filter instead. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers.
+// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is a positive integer.
 //
 // A `petId` that is not a positive integer is 404, like a pet that does not exist.
 //
@@ -1870,12 +3607,69 @@ func (c *ClientWithResponses) CreatePetWithResponse(ctx context.Context, params 
 // Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 //
 // Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
-func (c *ClientWithResponses) GetPetWithResponse(ctx context.Context, petId int64, reqEditors ...RequestEditorFn) (*GetPetResponse, error) {
+func (c *ClientWithResponses) GetPetWithResponse(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*GetPetResponse, error) {
 	rsp, err := c.GetPet(ctx, petId, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseGetPetResponse(rsp)
+}
+
+// UpdatePetWithBodyWithResponse Change a pet
+//
+// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+//
+// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+//
+// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+func (c *ClientWithResponses) UpdatePetWithBodyWithResponse(ctx context.Context, petId PetId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdatePetResponse, error) {
+	rsp, err := c.UpdatePetWithBody(ctx, petId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePetResponse(rsp)
+}
+
+// UpdatePetWithResponse Change a pet
+//
+// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+//
+// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+//
+// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+func (c *ClientWithResponses) UpdatePetWithResponse(ctx context.Context, petId PetId, body UpdatePetJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePetResponse, error) {
+	rsp, err := c.UpdatePet(ctx, petId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePetResponse(rsp)
+}
+
+// UpdatePetWithApplicationMergePatchPlusJSONBodyWithResponse Change a pet
+//
+// Applies a PetPatch, a JSON Merge Patch (RFC 7396): the fields sent replace the pet's, the others keep their values, and `{}` is 200 and changes nothing. Every field follows the rules of createPet, and none may be `null` (no field of a pet can be removed); `id` or an unknown field is 400. The 200 is sent only after the change is committed to disk.
+//
+// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
+//
+// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
+func (c *ClientWithResponses) UpdatePetWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, petId PetId, body UpdatePetApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdatePetResponse, error) {
+	rsp, err := c.UpdatePetWithApplicationMergePatchPlusJSONBody(ctx, petId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdatePetResponse(rsp)
 }
 
 // GetReadinessWithResponse Readiness
@@ -1893,19 +3687,121 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 	return ParseGetReadinessResponse(rsp)
 }
 
-// ListOrdersWithResponse List orders (not implemented)
+// ListOrdersWithResponse List orders
 //
-// The store area exists but is not implemented by this service: after the key check, this answers 501 `not_implemented`.
+// Orders in ascending `id` order. Pages are keyset pages, as in listPets: when more orders match, the `Link` header points at the next page, with the same `limit` and `status`; the last page has no `Link`. Orders placed while a client pages appear on later pages, and orders that change status never cause another order to be skipped or listed twice.
+//
+// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /store/orders (the `ListOrders` operationId).
-func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error) {
-	rsp, err := c.ListOrders(ctx, reqEditors...)
+func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error) {
+	rsp, err := c.ListOrders(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseListOrdersResponse(rsp)
+}
+
+// PlaceOrderWithBodyWithResponse Place an order
+//
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+//
+// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
+func (c *ClientWithResponses) PlaceOrderWithBodyWithResponse(ctx context.Context, params *PlaceOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PlaceOrderResponse, error) {
+	rsp, err := c.PlaceOrderWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePlaceOrderResponse(rsp)
+}
+
+// PlaceOrderWithResponse Place an order
+//
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+//
+// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
+func (c *ClientWithResponses) PlaceOrderWithResponse(ctx context.Context, params *PlaceOrderParams, body PlaceOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*PlaceOrderResponse, error) {
+	rsp, err := c.PlaceOrder(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePlaceOrderResponse(rsp)
+}
+
+// GetOrderWithResponse Get an order
+//
+// An `orderId` that is not a positive integer is 404, like an order that does not exist.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /store/orders/{orderId} (the `GetOrder` operationId).
+func (c *ClientWithResponses) GetOrderWithResponse(ctx context.Context, orderId OrderId, reqEditors ...RequestEditorFn) (*GetOrderResponse, error) {
+	rsp, err := c.GetOrder(ctx, orderId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOrderResponse(rsp)
+}
+
+// UpdateOrderWithBodyWithResponse Deliver or cancel an order
+//
+// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+//
+// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+func (c *ClientWithResponses) UpdateOrderWithBodyWithResponse(ctx context.Context, orderId OrderId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOrderResponse, error) {
+	rsp, err := c.UpdateOrderWithBody(ctx, orderId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOrderResponse(rsp)
+}
+
+// UpdateOrderWithResponse Deliver or cancel an order
+//
+// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+//
+// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+func (c *ClientWithResponses) UpdateOrderWithResponse(ctx context.Context, orderId OrderId, body UpdateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOrderResponse, error) {
+	rsp, err := c.UpdateOrder(ctx, orderId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOrderResponse(rsp)
+}
+
+// UpdateOrderWithApplicationMergePatchPlusJSONBodyWithResponse Deliver or cancel an order
+//
+// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
+//
+// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
+func (c *ClientWithResponses) UpdateOrderWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, orderId OrderId, body UpdateOrderApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOrderResponse, error) {
+	rsp, err := c.UpdateOrderWithApplicationMergePatchPlusJSONBody(ctx, orderId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOrderResponse(rsp)
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
@@ -2597,6 +4493,199 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 	return response, nil
 }
 
+// ParseDeletePetResponse parses an HTTP response from a DeletePetWithResponse call
+func ParseDeletePetResponse(rsp *http.Response) (*DeletePetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest PetNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest PetHasOrders
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest CannotWrite
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers DeletePetResponse204Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 401:
+		var headers DeletePetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeletePetResponse404Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DeletePetResponse409Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeletePetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeletePetResponse500Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeletePetResponse503Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetPetResponse parses an HTTP response from a GetPetWithResponse call
 func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2903,6 +4992,282 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 	return response, nil
 }
 
+// ParseUpdatePetResponse parses an HTTP response from a UpdatePetWithResponse call
+func ParseUpdatePetResponse(rsp *http.Response) (*UpdatePetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdatePetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Pet
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest PetNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest PetHasOpenOrder
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest PatchUnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest CannotWrite
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdatePetResponse200Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers UpdatePetResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers UpdatePetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers UpdatePetResponse404Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers UpdatePetResponse409Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers UpdatePetResponse413Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers UpdatePetResponse415Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdatePetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers UpdatePetResponse500Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdatePetResponse503Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetReadinessResponse parses an HTTP response from a GetReadinessWithResponse call
 func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2987,6 +5352,20 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []Order
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidParameter
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3001,16 +5380,57 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 		}
 		response.JSON429 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
-		var dest NotImplemented
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.JSON501 = &dest
+		response.JSON500 = &dest
 
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListOrdersResponse200Headers
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListOrdersResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListOrdersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -3059,8 +5479,8 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers429 = &headers
-	case rsp.StatusCode == 501:
-		var headers ListOrdersResponse501Headers
+	case rsp.StatusCode == 500:
+		var headers ListOrdersResponse500Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -3075,7 +5495,729 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			}
 			headers.XRequestId = value
 		}
-		response.Headers501 = &headers
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePlaceOrderResponse parses an HTTP response from a PlaceOrderWithResponse call
+func ParsePlaceOrderResponse(rsp *http.Response) (*PlaceOrderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PlaceOrderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Order
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest CreateInvalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest PlaceOrderConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest PlaceOrderUnprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest CannotWrite
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers PlaceOrderResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers PlaceOrderResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers PlaceOrderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers PlaceOrderResponse409Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers PlaceOrderResponse413Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers PlaceOrderResponse415Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers PlaceOrderResponse422Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers PlaceOrderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers PlaceOrderResponse500Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers PlaceOrderResponse503Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetOrderResponse parses an HTTP response from a GetOrderWithResponse call
+func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOrderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Order
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OrderNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOrderResponse200Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetOrderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetOrderResponse404Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetOrderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetOrderResponse500Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateOrderResponse parses an HTTP response from a UpdateOrderWithResponse call
+func ParseUpdateOrderResponse(rsp *http.Response) (*UpdateOrderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateOrderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Order
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OrderNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest InvalidTransition
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest PatchUnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest CannotWrite
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateOrderResponse200Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers UpdateOrderResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers UpdateOrderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers UpdateOrderResponse404Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers UpdateOrderResponse409Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers UpdateOrderResponse413Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers UpdateOrderResponse415Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdateOrderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers UpdateOrderResponse500Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateOrderResponse503Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
