@@ -266,7 +266,7 @@ func TestUpdateOrder(t *testing.T) {
 		{"status null", path, `{"status":null}`, nil, 400, codeInvalidField, []string{"status", "null"}},
 		{"another field", path, `{"status":"delivered","petId":3}`, nil, 400, codeInvalidField, []string{`"petId"`, "OrderUpdate"}},
 		{"the id", path, `{"id":3,"status":"delivered"}`, nil, 400, codeInvalidField, []string{"id"}},
-		{"not JSON", path, `status=delivered`, map[string]string{"Content-Type": "text/plain"}, 415, codeUnsupportedMediaType, []string{"application/merge-patch+json"}},
+		{"not JSON", path, `status=delivered`, map[string]string{"Content-Type": "text/plain"}, 415, codeUnsupportedMediaType, []string{"application/json or application/merge-patch+json"}},
 		{"no such order", "/v1/store/orders/999999", `{"status":"delivered"}`, nil, 404, codeNotFound, []string{"no order has id 999999"}},
 		{"an id that cannot exist", "/v1/store/orders/0", `{"status":"delivered"}`, nil, 404, codeNotFound, []string{"order ids"}},
 		{"an id that is not a number", "/v1/store/orders/abc", `{"status":"delivered"}`, nil, 404, codeNotFound, []string{"order ids"}},

@@ -243,7 +243,11 @@ func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handle
 	cache := newResponseCache(&st.generations, petsResource, petCacheSlots)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !now().Before(getPetSunset) {
-			writeError(w, r, log, errorf(codeGone, "getPet was removed on 5 December 2030; fetch pets by id with GET /v1/pets?id=%s instead", abbreviate(r.PathValue("petId"))))
+			successor := "GET /v1/pets?id={petId}"
+			if id, ok := parsePathID(r.PathValue("petId")); ok {
+				successor = "GET /v1/pets?id=" + strconv.FormatInt(id, 10)
+			}
+			writeError(w, r, log, errorf(codeGone, "getPet was removed on 5 December 2030; fetch pets by id with %s instead", successor))
 			return
 		}
 		id, ok := petIDOf(w, r, log)
@@ -278,10 +282,13 @@ func deprecated(m *metrics, next http.Handler) http.Handler {
 		h := w.Header()
 		h.Set("Deprecation", deprecation)
 		h.Set("Sunset", sunset)
-		h.Add("Link", `</v1/openapi.json>; rel="deprecation"; type="application/json"`)
+		// One Link field with both links, comma-separated (RFC 8288): many
+		// clients read only the first field of a repeated header.
+		link := `</v1/openapi.json>; rel="deprecation"; type="application/json"`
 		if id, ok := parsePathID(r.PathValue("petId")); ok {
-			h.Add("Link", "</v1/pets?id="+strconv.FormatInt(id, 10)+`>; rel="successor-version"`)
+			link += ", </v1/pets?id=" + strconv.FormatInt(id, 10) + `>; rel="successor-version"`
 		}
+		h.Set("Link", link)
 		next.ServeHTTP(w, r)
 		if info := requestInfoFrom(r.Context()); info != nil && info.caller != "" {
 			m.deprecated.WithLabelValues("getPet", info.caller).Inc()

@@ -476,7 +476,7 @@ func TestGetPetDeprecation(t *testing.T) {
 		return map[string][]string{
 			"Deprecation": {fmt.Sprintf("@%d", time.Date(2026, time.November, 21, 0, 0, 0, 0, time.UTC).Unix())},
 			"Sunset":      {"Thu, 05 Dec 2030 00:00:00 GMT"},
-			"Link":        {`</v1/openapi.json>; rel="deprecation"; type="application/json"`, `</v1/pets?id=` + id + `>; rel="successor-version"`},
+			"Link":        {`</v1/openapi.json>; rel="deprecation"; type="application/json", </v1/pets?id=` + id + `>; rel="successor-version"`},
 		}
 	}
 	checkHeadersOf := func(t *testing.T, res response, id string) {
@@ -515,6 +515,14 @@ func TestGetPetDeprecation(t *testing.T) {
 			res := ts.do(t, "GET", path, "", nil)
 			wantError(t, res, http.StatusGone, codeGone, "GET /v1/pets?id="+fmt.Sprint(rex.ID))
 			checkHeaders(t, res)
+		}
+	})
+	t.Run("after the sunset an id that cannot exist is not offered as a successor", func(t *testing.T) {
+		setClock(sunset)
+		res := ts.do(t, "GET", "/v1/pets/rex", "", nil)
+		wantError(t, res, http.StatusGone, codeGone, "GET /v1/pets?id={petId}")
+		if got := res.Header.Values("Link"); !cmp.Equal(got, []string{`</v1/openapi.json>; rel="deprecation"; type="application/json"`}) {
+			t.Errorf("Link = %q, want only the documentation", got)
 		}
 	})
 	t.Run("after the sunset a request without a key is still 401", func(t *testing.T) {

@@ -37,7 +37,7 @@ func readJSONBody(w http.ResponseWriter, r *http.Request, also ...string) ([]byt
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !slices.Contains(also, mt)) {
-			return nil, errorf(codeUnsupportedMediaType, "the request body must be JSON, sent with Content-Type: %s", joinWords(append([]string{"application/json"}, also...)))
+			return nil, errorf(codeUnsupportedMediaType, "the request body must be JSON, sent with Content-Type: %s", joinWords(append([]string{"application/json"}, also...), "or"))
 		}
 	}
 	if r.ContentLength > maxBodyBytes {
@@ -75,15 +75,16 @@ func (o object) fieldNames() string {
 	for i, f := range o.fields {
 		names[i] = f.name
 	}
-	return joinWords(names)
+	return joinWords(names, "and")
 }
 
-// joinWords joins words as a sentence does: "a", "a and b", "a, b and c".
-func joinWords(words []string) string {
+// joinWords joins words as a sentence does, with conjunction: "a",
+// "a and b", "a, b and c".
+func joinWords(words []string, conjunction string) string {
 	if len(words) <= 1 {
 		return strings.Join(words, "")
 	}
-	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+	return strings.Join(words[:len(words)-1], ", ") + " " + conjunction + " " + words[len(words)-1]
 }
 
 // decodeObject parses body as one JSON object of o's fields, decoding each
@@ -156,7 +157,7 @@ func decodeObject(body []byte, o object) error {
 	case 1:
 		return errorf(codeInvalidField, "field %s is required", missing[0])
 	default:
-		return errorf(codeInvalidField, "fields %s are required", joinWords(missing))
+		return errorf(codeInvalidField, "fields %s are required", joinWords(missing, "and"))
 	}
 }
 
