@@ -133,6 +133,9 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	// This line is the launch contract: tools that start the service wait
 	// for it and read the URL from it.
 	fmt.Fprintf(stdout, "petstore listening on %s\n", url)
+	// Where a person can read and try the API, on a line of its own so that
+	// the line above stays exactly as tools parse it.
+	fmt.Fprintf(stdout, "petstore API reference on %s/docs\n", url)
 
 	for ctx.Err() == nil {
 		select {
@@ -215,10 +218,10 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func()
 	return observe(log, m, recoverPanics(log, routeErrors(log, mux, auth)))
 }
 
-// addRoutes lists every route of the service. The health checks and the API
-// document are the only routes without auth (and so without a rate limit):
-// probes and generators carry no key. Every create goes through idempotent,
-// which gives it Idempotency-Key.
+// addRoutes lists every route of the service. The health checks, the API
+// document and its reference page are the only routes without auth (and so
+// without a rate limit): probes, generators and a person's browser carry no
+// key. Every create goes through idempotent, which gives it Idempotency-Key.
 func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) http.Handler, st *store, m *metrics, idem *idempotency, now func() time.Time) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(log, st))
@@ -233,4 +236,8 @@ func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) htt
 	mux.Handle("GET /v1/store/orders/{orderId}", auth(handleGetOrder(log, st)))
 	mux.Handle("PATCH /v1/store/orders/{orderId}", auth(handleUpdateOrder(log, st, now, m.orderChanged)))
 	mux.Handle("GET /v1/openapi.json", handleOpenAPIDocument(openapiDocument))
+	reference := newReferenceSite()
+	mux.Handle("GET /docs", handleReferencePage(log, reference))
+	mux.Handle("GET /docs/{version}/{file}", handleReferenceFile(log, reference))
+	mux.Handle("GET /{$}", handleRoot())
 }

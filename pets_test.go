@@ -631,7 +631,7 @@ func TestRoutingErrors(t *testing.T) {
 	}{
 		{"unknown path is 404", "GET", "/v1/cats", 404, codeNotFound, ""},
 		{"path outside /v1 is 404", "GET", "/pets", 404, codeNotFound, ""},
-		{"root is 404", "GET", "/", 404, codeNotFound, ""},
+		{"the root only redirects GET to the reference: POST is 405", "POST", "/", 405, codeMethodNotAllowed, "GET, HEAD"},
 		{"trailing slash is 404", "GET", "/v1/pets/", 404, codeNotFound, ""},
 		{"double slash is 404, not a redirect", "POST", "/v1//pets", 404, codeNotFound, ""},
 		{"dot segment is 404, not a redirect", "GET", "/v1/./pets", 404, codeNotFound, ""},
