@@ -60,7 +60,7 @@ func BenchmarkEncodePage(b *testing.B) {
 // benchStore opens a store on a fresh file holding n pets.
 func benchStore(b *testing.B, n int) *store {
 	b.Helper()
-	st, err := openStore(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+	st, err := openStore(b.Context(), filepath.Join(b.TempDir(), "bench.db"), 0)
 	if err != nil {
 		b.Fatal(err)
 	}

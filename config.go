@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // configError is a start-up setting that cannot work; main exits with code 2
@@ -28,7 +30,8 @@ func (e *configError) Error() string { return e.setting + ": " + e.problem }
 // config is everything the service reads at start-up.
 type config struct {
 	addr              string
-	dbPath            string
+	dbPath            string // a SQLite file, ":memory:", or a PostgreSQL URL
+	dbMaxConns        int
 	apiKeys           string // PETSTORE_API_KEYS only: a flag would show keys in ps
 	apiKeysFile       string
 	logFormat         string
@@ -72,7 +75,8 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("petstore", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.addr, "addr", ":8080", "address to listen on, host:port; port 0 picks a free port")
-	fs.StringVar(&cfg.dbPath, "db", "petstore.db", "SQLite database file, created if missing; :memory: for an ephemeral one")
+	fs.StringVar(&cfg.dbPath, "db", "petstore.db", "SQLite database file, created if missing; :memory: for an ephemeral one; or a postgres:// URL")
+	fs.IntVar(&cfg.dbMaxConns, "db-max-conns", defaultMaxConns, "PostgreSQL only: connections per replica, the writer's one included (at least 2)")
 	fs.StringVar(&cfg.apiKeysFile, "api-keys-file", "", "file of API keys, one per line: KEY or sha256:HEX, then an optional label")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&cfg.seedFile, "seed", "", "JSON array of NewPet loaded at start-up into an empty database")
@@ -150,8 +154,16 @@ func (cfg *config) check() error {
 	if err := checkAddr(cfg.addr); err != nil {
 		return &configError{settingName("addr"), err.Error()}
 	}
-	if err := checkDBPath(cfg.dbPath); err != nil {
+	if isPostgresURL(cfg.dbPath) {
+		if _, err := pgx.ParseConfig(cfg.dbPath); err != nil {
+			// pgx's message may quote the URL, password included.
+			return &configError{settingName("db"), fmt.Sprintf("%s is not a PostgreSQL URL (postgres://user:password@host:port/database?sslmode=...)", redactDB(cfg.dbPath))}
+		}
+	} else if err := checkDBPath(cfg.dbPath); err != nil {
 		return &configError{settingName("db"), err.Error()}
+	}
+	if cfg.dbMaxConns < 2 {
+		return &configError{settingName("db-max-conns"), fmt.Sprintf("%d is too few: the writer takes one connection and reads need at least one more", cfg.dbMaxConns)}
 	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return &configError{settingName("log-format"), fmt.Sprintf("%q is not text or json", cfg.logFormat)}
@@ -184,6 +196,11 @@ func (cfg *config) check() error {
 		return err
 	}
 	cfg.keys = keys
+	if isPostgresURL(cfg.dbPath) && !keys.configured() {
+		// A key generated at start-up would differ from one replica to the
+		// next, so clients would be refused by every replica but one.
+		return &configError{settingName("db"), "a PostgreSQL database is served by replicas that must accept the same keys: set PETSTORE_API_KEYS or -api-keys-file"}
+	}
 	if cfg.seedFile != "" {
 		if cfg.seed, err = readSeed(cfg.seedFile); err != nil {
 			return &configError{settingName("seed"), err.Error()}

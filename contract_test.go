@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -147,9 +146,7 @@ func seedContract(t *testing.T, ts, ro *testServer) contractData {
 
 	d.readOnlyPet = pet(ro, "Rex", "")
 	d.readOnlyOrder = order(ro, pet(ro, "Tom", ""))
-	if _, err := ro.Store.writer.ExecContext(t.Context(), "PRAGMA query_only = 1"); err != nil {
-		t.Fatal(err)
-	}
+	ro.setReadOnly(t, true)
 	return d
 }
 
@@ -676,24 +673,14 @@ func checkDescribedExactly(t *testing.T, described *openapi3.Response, got respo
 
 // holdInFlightCreate starts a server on which a create (a POST of body to
 // path) with Idempotency-Key key is in flight until the test ends: another
-// connection holds SQLite's write lock, two such creates are sent, and the
+// connection holds the writes (holdWrites), two such creates are sent, and the
 // first answer (the repeat's 409) shows the other is registered and
-// waiting. The waiting create gives up after the writer's busy_timeout (5 s),
-// so the server must be used at once.
+// waiting. The waiting create gives up after 5 s (see holdWrites), so the
+// server must be used at once.
 func holdInFlightCreate(t *testing.T, path, key, body string) *testServer {
 	t.Helper()
 	ts := newTestServer(t)
-	db, err := sql.Open("sqlite", ts.DBPath+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	release := ts.holdWrites(t)
 	// The creates outlive t.Context(), which ends before the cleanup that
 	// releases them, so they run on a context of their own.
 	statuses := make(chan int, 2)
@@ -716,10 +703,8 @@ func holdInFlightCreate(t *testing.T, path, key, body string) *testServer {
 		t.Fatalf("holding a create in flight: the first answer is %d, want the repeat's 409", first)
 	}
 	t.Cleanup(func() {
-		conn.ExecContext(context.Background(), "ROLLBACK")
+		release()
 		wg.Wait()
-		conn.Close()
-		db.Close()
 	})
 	return ts
 }

@@ -6,20 +6,26 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,10 +66,11 @@ type testServer struct {
 
 // serverConfig is what the serverOptions of newTestServer change.
 type serverConfig struct {
-	now    func() time.Time
-	limits limits
-	dbPath string
-	keys   []string
+	now        func() time.Time
+	limits     limits
+	dbPath     string
+	keys       []string
+	sqliteOnly bool // the test reaches into SQLite itself
 }
 
 // serverOption changes how newTestServer builds the server.
@@ -79,9 +86,16 @@ func withLimits(l limits) serverOption {
 	return func(c *serverConfig) { c.limits = l }
 }
 
-// atPath serves the database file at path instead of a fresh one.
+// atPath serves the database at path (a SQLite file, or a PostgreSQL URL)
+// instead of a fresh one.
 func atPath(path string) serverOption {
-	return func(c *serverConfig) { c.dbPath = path }
+	return func(c *serverConfig) { c.dbPath = path; c.sqliteOnly = !isPostgresURL(path) }
+}
+
+// onSQLite marks a test that reaches into SQLite itself (its pragmas, its
+// file): it does not run again on PostgreSQL.
+func onSQLite() serverOption {
+	return func(c *serverConfig) { c.sqliteOnly = true }
 }
 
 // withKeys replaces the accepted keys (testKey and otherTestKey).
@@ -89,7 +103,8 @@ func withKeys(keys ...string) serverOption {
 	return func(c *serverConfig) { c.keys = keys }
 }
 
-// newTestServer starts the service on a fresh database.
+// newTestServer starts the service on a fresh database: a SQLite file, or,
+// in the PostgreSQL run, a schema of its own.
 func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	t.Helper()
 	cfg := serverConfig{
@@ -101,7 +116,14 @@ func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	st, err := openStore(t.Context(), cfg.dbPath)
+	switch {
+	case cfg.sqliteOnly:
+	case testBackend == "postgres":
+		cfg.dbPath = postgresSchema(t)
+	default:
+		rerunOnPostgres(t)
+	}
+	st, err := openStore(t.Context(), cfg.dbPath, 0)
 	if err != nil {
 		t.Fatalf("openStore: %v", err)
 	}
@@ -560,8 +582,14 @@ func (r logRecord) field(name string) string {
 // need.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if code == 0 && testBackend == "" && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.bench") && !strings.HasSuffix(a, "=") }) {
+		code = runOnPostgres()
+	}
 	if testBinary.dir != "" {
 		os.RemoveAll(testBinary.dir)
+	}
+	if testPostgres.cluster != nil {
+		testPostgres.cluster.remove()
 	}
 	reportSkippedParts()
 	os.Exit(code)
@@ -618,4 +646,341 @@ func reportSkippedParts() {
 	for _, line := range skippedParts.lines {
 		fmt.Fprintf(w, "petstore tests: %s\n", line)
 	}
+}
+
+// The PostgreSQL half of the suite. The tests that talk HTTP to a
+// newTestServer run twice: in this process on SQLite, then, from TestMain, in
+// a second run of this same test binary on PostgreSQL (testBackend
+// "postgres"), each test in a schema of its own on a throwaway cluster that
+// the tests start themselves. Tests of PostgreSQL alone (replicas, faults,
+// copy) run in the first run, on clusters of their own when they stop one.
+
+// backendVariable selects the backend of newTestServer in the second run;
+// pgURLVariable passes it the first run's cluster.
+const (
+	backendVariable = "PETSTORE_TEST_BACKEND"
+	pgURLVariable   = "PETSTORE_TEST_POSTGRES_URL"
+)
+
+// testBackend is "postgres" in the second run, "" (SQLite) otherwise.
+var testBackend = os.Getenv(backendVariable)
+
+// onPostgres collects the top-level tests that run again on PostgreSQL:
+// those that started a newTestServer on its default database.
+var onPostgres struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+// rerunOnPostgres records that t's top-level test runs again on PostgreSQL.
+func rerunOnPostgres(t testing.TB) {
+	name, _, _ := strings.Cut(t.Name(), "/")
+	onPostgres.mu.Lock()
+	defer onPostgres.mu.Unlock()
+	if onPostgres.names == nil {
+		onPostgres.names = map[string]bool{}
+	}
+	onPostgres.names[name] = true
+}
+
+// pgCluster is a PostgreSQL server the tests started, in a directory of its
+// own, on 127.0.0.1.
+type pgCluster struct {
+	dir     string
+	bin     string // the server's binaries
+	port    int
+	cmd     *exec.Cmd
+	schemas atomic.Int64 // schemas handed out, for their names
+	asUser  *syscall.Credential
+}
+
+// testPostgres is the cluster of this test binary, started on first use and
+// stopped by TestMain.
+var testPostgres struct {
+	once    sync.Once
+	cluster *pgCluster
+	url     string // of its petstore database
+	err     error
+}
+
+// postgresBinaries finds the PostgreSQL server's binaries: pg_config's
+// bindir, else Debian's /usr/lib/postgresql/N/bin.
+func postgresBinaries() (string, error) {
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		dir := strings.TrimSpace(string(out))
+		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
+			return dir, nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(dirs) == 0 {
+		return "", errors.New("no PostgreSQL server found (initdb)")
+	}
+	slices.Sort(dirs)
+	return filepath.Dir(dirs[len(dirs)-1]), nil
+}
+
+// startPostgresCluster initialises and starts a new cluster. As root it runs
+// the server as the postgres user, since initdb refuses root.
+func startPostgresCluster() (*pgCluster, error) {
+	bin, err := postgresBinaries()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "petstore-pg-")
+	if err != nil {
+		return nil, err
+	}
+	c := &pgCluster{dir: dir, bin: bin}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("running as root, and no postgres user to run the server as: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		c.asUser = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if out, err := c.command("initdb", "-D", c.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	c.port = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	if err := c.start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return c, nil
+}
+
+// data is the cluster's data directory.
+func (c *pgCluster) data() string { return filepath.Join(c.dir, "data") }
+
+// command is one of the cluster's binaries, run as the postgres user when
+// the tests run as root.
+func (c *pgCluster) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(c.bin, name), args...)
+	if c.asUser != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.asUser}
+	}
+	return cmd
+}
+
+// start starts the server and waits until it accepts connections. It runs
+// without fsync: the tests stop it cleanly, never by a power cut.
+func (c *pgCluster) start() error {
+	c.cmd = c.command("postgres", "-D", c.data(), "-p", strconv.Itoa(c.port), "-k", c.dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=500", "-c", "fsync=off",
+		"-c", "full_page_writes=off", "-c", "shared_buffers=64MB", "-c", "log_min_messages=fatal")
+	logFile, err := os.Create(filepath.Join(c.dir, "server.log"))
+	if err != nil {
+		return err
+	}
+	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
+	if err := c.cmd.Start(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		db, err := sql.Open("pgx", c.url("postgres"))
+		if err == nil {
+			err = db.Ping()
+			db.Close()
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logFile.Name())
+			return fmt.Errorf("PostgreSQL did not accept connections within 30 s: %v\n%s", err, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop shuts the server down (a fast shutdown: connections are closed,
+// everything committed is kept) and waits for it to exit.
+func (c *pgCluster) stop() {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	c.cmd.Process.Signal(os.Interrupt) // only the process the tests started, by its PID
+	c.cmd.Wait()
+	c.cmd = nil
+}
+
+// url is the URL of a database of the cluster.
+func (c *pgCluster) url(database string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, database)
+}
+
+// remove stops the cluster and deletes its files.
+func (c *pgCluster) remove() {
+	c.stop()
+	os.RemoveAll(c.dir)
+}
+
+// sharedPostgres returns the URL of the petstore database of this test
+// binary's cluster, starting it on first use: the first run's own, or, in
+// the second run, the one the first run passed down.
+func sharedPostgres() (string, error) {
+	testPostgres.once.Do(func() {
+		if u := os.Getenv(pgURLVariable); u != "" {
+			testPostgres.url = u
+			return
+		}
+		c, err := startPostgresCluster()
+		if err != nil {
+			testPostgres.err = err
+			return
+		}
+		testPostgres.cluster = c
+		db, err := sql.Open("pgx", c.url("postgres"))
+		if err == nil {
+			_, err = db.Exec("CREATE DATABASE petstore")
+			db.Close()
+		}
+		testPostgres.url, testPostgres.err = c.url("petstore"), err
+	})
+	return testPostgres.url, testPostgres.err
+}
+
+// enablePostgres is how to make the PostgreSQL tests run on this machine.
+const enablePostgres = "apt-get install postgresql (the tests start a throwaway cluster themselves)"
+
+// postgresSchema returns the URL of a new, empty schema of the shared
+// cluster, for one test: each test gets its own tables. It skips the test
+// (fails it in CI) when PostgreSQL is not installed.
+func postgresSchema(t testing.TB) string {
+	t.Helper()
+	base, err := sharedPostgres()
+	missingPart(t, "the PostgreSQL tests", enablePostgres, err)
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int64
+	if err := db.QueryRowContext(t.Context(), "SELECT nextval('petstore_test_schemas')").Scan(&n); err != nil {
+		if _, err := db.ExecContext(t.Context(), "CREATE SEQUENCE IF NOT EXISTS petstore_test_schemas"); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRowContext(t.Context(), "SELECT nextval('petstore_test_schemas')").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	schema := fmt.Sprintf("t%d", n)
+	if _, err := db.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	return base + "&search_path=" + schema
+}
+
+// runOnPostgres runs the tests that rerunOnPostgres recorded again, in a
+// second run of this test binary, on PostgreSQL, and returns its exit code.
+func runOnPostgres() int {
+	onPostgres.mu.Lock()
+	names := slices.Sorted(maps.Keys(onPostgres.names))
+	onPostgres.mu.Unlock()
+	if len(names) == 0 {
+		return 0
+	}
+	url, err := sharedPostgres()
+	if err != nil {
+		if os.Getenv(ciVariable) != "" {
+			fmt.Fprintf(os.Stderr, "the PostgreSQL half of the suite cannot run: %v; %s=1 means every part must run (%s)\n", err, ciVariable, enablePostgres)
+			return 1
+		}
+		skippedParts.mu.Lock()
+		skippedParts.lines = append(skippedParts.lines, fmt.Sprintf("skipped the PostgreSQL half of the suite (%v); to run it: %s", err, enablePostgres))
+		skippedParts.mu.Unlock()
+		return 0
+	}
+	var args []string
+	for _, a := range os.Args[1:] {
+		// The first run's files (its log for go test's cache, a coverage
+		// profile) are its own; and the second run chooses its tests.
+		switch name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); name {
+		case "test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip":
+			continue
+		}
+		args = append(args, a)
+	}
+	args = append(args, "-test.run=^("+strings.Join(names, "|")+")$")
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), backendVariable+"=postgres", pgURLVariable+"="+url)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "the PostgreSQL run of %d tests failed: %v\n", len(names), err)
+		return 1
+	}
+	return 0
+}
+
+// holdWrites makes the next writes of ts wait, from another connection,
+// until release is called: on SQLite it holds the file's write lock, on
+// PostgreSQL the advisory lock that adding pets takes (see lockAppends).
+// A held write gives up after 5 s (SQLite's busy timeout, or the batch
+// timeout on PostgreSQL), so a test uses it at once.
+func (ts *testServer) holdWrites(t *testing.T) (release func()) {
+	t.Helper()
+	driver, lock, unlock := "sqlite", "BEGIN IMMEDIATE", "ROLLBACK"
+	if isPostgresURL(ts.DBPath) {
+		driver = "pgx"
+		lock = fmt.Sprintf("SELECT pg_advisory_lock(%d)", appendLockBase+int64(petsResource))
+		unlock = fmt.Sprintf("SELECT pg_advisory_unlock(%d)", appendLockBase+int64(petsResource))
+	}
+	db, err := sql.Open(driver, ts.DBPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), lock); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			conn.ExecContext(context.Background(), unlock)
+			conn.Close()
+			db.Close()
+		})
+	}
+}
+
+// setReadOnly makes the writer of ts refuse every write, as a read-only
+// file or file system (SQLITE_READONLY) or a read-only PostgreSQL (a
+// standby, SQLSTATE 25006) does, or lets it write again.
+func (ts *testServer) setReadOnly(t *testing.T, on bool) {
+	t.Helper()
+	stmt := map[bool]string{true: "PRAGMA query_only = 1", false: "PRAGMA query_only = 0"}[on]
+	if isPostgresURL(ts.DBPath) {
+		stmt = map[bool]string{true: "SET default_transaction_read_only = on", false: "SET default_transaction_read_only = off"}[on]
+	}
+	// The writer has one connection, so the setting holds for every write.
+	if _, err := ts.Store.writer.ExecContext(t.Context(), stmt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exec runs a statement on the writer's database directly, past the store,
+// in the dialect of ts (written with ? parameters).
+func (ts *testServer) exec(t *testing.T, query string, args ...any) error {
+	t.Helper()
+	_, err := ts.Store.writer.ExecContext(t.Context(), ts.Store.dialect.sql(query), args...)
+	return err
 }

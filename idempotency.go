@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -224,9 +225,18 @@ func (ix *idempotency) create(ctx context.Context, operation, key string, cr cre
 			return idempotentOutcome{created: res}, err
 		}
 		rec = idempotencyRecord{operation: operation, fingerprint: cr.fingerprint, resourceID: res.value.id, body: res.value.body}
-		return idempotentOutcome{created: res}, tx.recordIdempotencyKey(scope, rec, ix.now())
+		return idempotentOutcome{created: res}, tx.recordIdempotencyKey(scope, rec, ix.now(), ix.cutoff())
 	})
 	switch {
+	case errors.Is(err, errDuplicateKey):
+		// Another replica finished the same key first, between this one's
+		// look-ups and its insert (only PostgreSQL has other writers): its
+		// transaction committed, so its answer is there to replay.
+		rec, found, lookupErr := ix.st.lookupIdempotencyKey(ctx, scope, ix.cutoff())
+		if lookupErr != nil || !found {
+			return created{}, false, errorf(codeIdempotencyConflict, "a request with this Idempotency-Key was being processed at the same time; retry with the same key to receive its answer")
+		}
+		return rec.replayFor(operation, cr.fingerprint)
 	case err != nil:
 		return created{}, false, err
 	case out.replayed:

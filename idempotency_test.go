@@ -151,21 +151,10 @@ func TestIdempotencyKeyHeaderValidation(t *testing.T) {
 
 func TestIdempotencyKeyWhileTheFirstRequestIsInFlight(t *testing.T) {
 	ts := newTestServer(t)
-	// Another connection holds SQLite's write lock, so the first create
-	// waits inside its transaction (the busy timeout is 5 s) until released.
-	db, err := sql.Open("sqlite", ts.DBPath+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	// Another connection holds the writes, so the first create waits
+	// inside its transaction (for up to 5 s) until released.
+	release := ts.holdWrites(t)
+	defer release()
 
 	const body = `{"name":"Rex","categoryId":1}`
 	answers := make(chan response, 2)
@@ -176,9 +165,7 @@ func TestIdempotencyKeyWhileTheFirstRequestIsInFlight(t *testing.T) {
 	// Neither can finish while the lock is held, so the first answer is the
 	// repeat's 409.
 	wantError(t, <-answers, http.StatusConflict, codeIdempotencyConflict, "Idempotency-Key", "still being processed")
-	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	wg.Wait()
 	first := <-answers
 	if first.Status != http.StatusCreated {

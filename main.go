@@ -77,13 +77,13 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
 	}
 
-	st, err := openStore(ctx, cfg.dbPath)
+	st, err := openStore(ctx, cfg.dbPath, cfg.dbMaxConns)
 	if err != nil {
 		return &configError{settingName("db"), err.Error()}
 	}
 	defer st.Close()
 	if st.schemaFrom != st.schemaVersion {
-		log.Info("database schema migrated", "db", cfg.dbPath, "from", st.schemaFrom, "to", st.schemaVersion)
+		log.Info("database schema migrated", "db", redactDB(cfg.dbPath), "from", st.schemaFrom, "to", st.schemaVersion)
 	}
 	if len(cfg.seed) > 0 {
 		n, err := st.seed(ctx, cfg.seed)
@@ -128,7 +128,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	defer signal.Stop(hup)
 
 	url := listenURL(ln.Addr())
-	log.Info("petstore started", "version", version(), "url", url, "db", cfg.dbPath,
+	log.Info("petstore started", "version", version(), "url", url, "backend", st.dialect.name, "db", redactDB(cfg.dbPath),
 		"journal_mode", journal, "schema", st.schemaVersion, "keys", len(keys.keys().entries))
 	// This line is the launch contract: tools that start the service wait
 	// for it and read the URL from it.

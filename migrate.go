@@ -12,14 +12,21 @@ import (
 	"strings"
 )
 
-// The schema evolves by numbered migrations: migrations/sqlite/NNNN_name.sql,
+// The schema evolves by numbered migrations, migrations/<dialect>/NNNN_name.sql,
 // embedded in the binary and applied in order at start-up, all of those the
 // database lacks in one transaction, each recorded in schema_migrations. A
 // migration is never edited once released: a change to the schema is a new
-// file. schema.sql shows the schema they produce, for reading.
+// file. The two dialects keep the same numbers for the same change, so a
+// schema version means the same tables on either. schema.sql shows the
+// SQLite schema they produce, for reading.
 //
-//go:embed migrations/sqlite/*.sql
-var sqliteMigrationFiles embed.FS
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
+var migrationFiles embed.FS
+
+// migrationLock is the PostgreSQL advisory lock that migrations take, so
+// that replicas starting together migrate one after the other: the first
+// applies what is missing, the others find nothing left to do.
+const migrationLock = 7_370_616_452 // "petstore" on a phone keypad
 
 // errSchemaTooNew is what opening a database returns when a newer release
 // has migrated it past what this binary knows.
@@ -61,37 +68,63 @@ func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
 	return ms, nil
 }
 
-// migrate brings the database up to the last of ms and returns the versions
-// it found and left. It runs on one connection of db, in one transaction:
-// after a crash half-way the database is still at its old version, and the
-// next start tries again. A database at a version above the last of ms is
-// refused with errSchemaTooNew, untouched.
-func migrate(ctx context.Context, db *sql.DB, ms []migration) (from, to int, err error) {
+// migrate brings the database of dialect d up to its last migration and
+// returns the versions it found and left.
+func migrate(ctx context.Context, db *sql.DB, d dialect) (from, to int, err error) {
+	ms, err := loadMigrations(migrationFiles, d.migrations)
+	if err != nil {
+		return 0, 0, err
+	}
+	return applyMigrations(ctx, db, d, ms)
+}
+
+// applyMigrations brings the database up to the last of ms. It runs on one
+// connection of db, in one transaction: after a crash half-way the database
+// is still at its old version, and the next start tries again. A database
+// at a version above the last of ms is refused with errSchemaTooNew,
+// untouched.
+func applyMigrations(ctx context.Context, db *sql.DB, d dialect, ms []migration) (from, to int, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer conn.Close()
-	// A table rebuild drops a table that others may reference, which the
-	// foreign key checks would refuse statement by statement. SQLite's
-	// procedure is to turn them off (they cannot change inside a
-	// transaction), migrate, check every reference once with
-	// foreign_key_check before committing, and turn them back on.
-	if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
-		return 0, 0, err
+	createVersions := `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+) STRICT`
+	if d == postgresDialect {
+		createVersions = `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER     PRIMARY KEY,
+    name       TEXT        NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)`
+	} else {
+		// A table rebuild drops a table that others may reference, which
+		// the foreign key checks would refuse statement by statement.
+		// SQLite's procedure is to turn them off (they cannot change inside
+		// a transaction), migrate, check every reference once with
+		// foreign_key_check before committing, and turn them back on.
+		if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
+			return 0, 0, err
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = ON")
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = ON")
 
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-    version    INTEGER PRIMARY KEY,
-    name       TEXT    NOT NULL,
-    applied_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
-) STRICT`); err != nil {
+	if d == postgresDialect {
+		// Held until the transaction ends, so the lock is released by the
+		// commit or the rollback, even if this process dies.
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+			return 0, 0, fmt.Errorf("take the migration lock: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, createVersions); err != nil {
 		return 0, 0, fmt.Errorf("create schema_migrations: %w", err)
 	}
 	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&from); err != nil {
@@ -105,12 +138,14 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) (from, to int, err
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			return from, from, fmt.Errorf("migration %s: %w", m.name, err)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", m.version, m.name); err != nil {
+		if _, err := tx.ExecContext(ctx, d.sql("INSERT INTO schema_migrations (version, name) VALUES (?, ?)"), m.version, m.name); err != nil {
 			return from, from, fmt.Errorf("record migration %s: %w", m.name, err)
 		}
 	}
-	if err := checkForeignKeys(ctx, tx); err != nil {
-		return from, from, err
+	if d == sqliteDialect {
+		if err := checkForeignKeys(ctx, tx); err != nil {
+			return from, from, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return from, from, fmt.Errorf("commit migrations: %w", err)

@@ -74,7 +74,7 @@ func schemaVersions(t *testing.T, path string) []int {
 // allMigrations is every migration's version, 1 to the last.
 func allMigrations(t *testing.T) []int {
 	t.Helper()
-	ms, err := loadMigrations(sqliteMigrationFiles, "migrations/sqlite")
+	ms, err := loadMigrations(migrationFiles, "migrations/sqlite")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestMigrationsUpgradeAReleaseDatabaseInPlace(t *testing.T) {
 func TestMigrationsOpenAnUpToDateDatabaseUnchanged(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "pets.db")
 	for range 2 {
-		st, err := openStore(t.Context(), path)
+		st, err := openStore(t.Context(), path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestMigrationsOpenAnUpToDateDatabaseUnchanged(t *testing.T) {
 
 func TestMigrationsRefuseADatabaseNewerThanTheBinary(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "pets.db")
-	st, err := openStore(t.Context(), path)
+	st, err := openStore(t.Context(), path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestMigrationsRefuseADatabaseNewerThanTheBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = openStore(t.Context(), path)
+	_, err = openStore(t.Context(), path, 0)
 	if !errors.Is(err, errSchemaTooNew) {
 		t.Fatalf("openStore = %v, want errSchemaTooNew", err)
 	}
@@ -216,7 +216,7 @@ func TestMigrationsApplyAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, _, err := migrate(t.Context(), db, ms); err == nil || !strings.Contains(err.Error(), "0002_second.sql") {
+	if _, _, err := applyMigrations(t.Context(), db, sqliteDialect, ms); err == nil || !strings.Contains(err.Error(), "0002_second.sql") {
 		t.Fatalf("migrate = %v, want the failure of 0002_second.sql", err)
 	}
 	var tables []string
@@ -264,7 +264,7 @@ func TestLoadMigrationsRefusesBadNumbering(t *testing.T) {
 // TestSchemaFileShowsTheMigratedSchema keeps schema.sql, the schema as the
 // migrations leave it, true: it is what a reader opens to see the tables.
 func TestSchemaFileShowsTheMigratedSchema(t *testing.T) {
-	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"))
+	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -340,7 +340,7 @@ func seriesValue(m *dto.Metric) float64 {
 }
 
 func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
-	ts := newTestServer(t)
+	ts := newTestServer(t, onSQLite()) // backs up the SQLite file
 	var mu sync.Mutex
 	var acked []Pet
 	stop := make(chan struct{})

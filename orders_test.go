@@ -591,10 +591,10 @@ func TestTheDatabaseRefusesASecondPlacedOrder(t *testing.T) {
 	ts := newTestServer(t)
 	p := ts.createPet(t, "Rex", 1, "")
 	ts.placeOrder(t, p.ID)
-	if _, err := ts.Store.writer.ExecContext(t.Context(), "INSERT INTO orders (pet_id, status, placed_at, updated_at) VALUES (?, 'placed', 0, 0)", p.ID); err == nil {
+	if err := ts.exec(t, "INSERT INTO orders (pet_id, status, placed_at, updated_at) VALUES (?, 'placed', 0, 0)", p.ID); err == nil {
 		t.Errorf("the database accepted a second placed order for pet %d", p.ID)
 	}
-	if _, err := ts.Store.writer.ExecContext(t.Context(), "DELETE FROM pets WHERE id = ?", p.ID); err == nil {
+	if err := ts.exec(t, "DELETE FROM pets WHERE id = ?", p.ID); err == nil {
 		t.Errorf("the database deleted a pet that an order names")
 	}
 }

@@ -10,7 +10,7 @@ import (
 // index, never a scan of every pet, and the filtered one reads only its
 // covering index.
 func TestListQueriesUseAnIndexRange(t *testing.T) {
-	ts := newTestServer(t)
+	ts := newTestServer(t, onSQLite())
 	tests := []struct {
 		rule  string
 		query string

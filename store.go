@@ -59,8 +59,9 @@ var errStoreClosed = errors.New("store is closed")
 // writeLoop); reads use a separate pool whose connections are query-only and
 // run in parallel thanks to WAL.
 type store struct {
-	writer *sql.DB
-	reader *sql.DB
+	dialect dialect
+	writer  *sql.DB
+	reader  *sql.DB
 
 	insertPet        *sql.Stmt
 	selectPet        *sql.Stmt
@@ -93,9 +94,20 @@ type store struct {
 	errors atomic.Uint64 // failed database operations, for the metrics
 }
 
-// openStore opens (creating if needed) the database file at path and brings
-// its schema up to date. The path ":memory:" opens an ephemeral database.
-func openStore(ctx context.Context, path string) (*store, error) {
+// openStore opens the database that db names and brings its schema up to
+// date: a PostgreSQL URL (postgres:// or postgresql://, see
+// store_postgres.go), or else a SQLite file, created if needed, or
+// ":memory:" for an ephemeral one. maxConns bounds the connections to
+// PostgreSQL (0: the default); SQLite sizes its pools itself.
+func openStore(ctx context.Context, db string, maxConns int) (*store, error) {
+	if isPostgresURL(db) {
+		return openPostgres(ctx, db, maxConns)
+	}
+	return openSQLite(ctx, db)
+}
+
+// openSQLite opens (creating if needed) the SQLite file at path.
+func openSQLite(ctx context.Context, path string) (*store, error) {
 	if err := checkDBPath(path); err != nil {
 		return nil, err
 	}
@@ -120,16 +132,6 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	// what keeps the database alive).
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
-	ms, err := loadMigrations(sqliteMigrationFiles, "migrations/sqlite")
-	if err != nil {
-		writer.Close()
-		return nil, err
-	}
-	from, to, err := migrate(ctx, writer, ms)
-	if err != nil {
-		writer.Close()
-		return nil, fmt.Errorf("migrate %s: %w", path, err)
-	}
 
 	reader, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
 	if err != nil {
@@ -143,21 +145,31 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	readers := max(2, runtime.GOMAXPROCS(0))
 	reader.SetMaxOpenConns(readers)
 	reader.SetMaxIdleConns(readers)
+	return newStore(ctx, sqliteDialect, path, writer, reader)
+}
 
+// newStore migrates the database behind writer and reader, prepares the
+// statements and starts the writer. It closes both pools if it fails.
+func newStore(ctx context.Context, d dialect, name string, writer, reader *sql.DB) (*store, error) {
 	s := &store{
-		writer:        writer,
-		reader:        reader,
-		schemaFrom:    from,
-		schemaVersion: to,
-		jobs:          make(chan *writeJob, maxBatch),
-		quit:          make(chan struct{}),
-		stopped:       make(chan struct{}),
+		dialect: d,
+		writer:  writer,
+		reader:  reader,
+		jobs:    make(chan *writeJob, maxBatch),
+		quit:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	close(s.stopped) // no writer yet: Close must not wait for one
+	var err error
+	if s.schemaFrom, s.schemaVersion, err = migrate(ctx, writer, d); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("migrate %s: %w", name, err)
 	}
 	if err := s.prepare(ctx); err != nil {
-		close(s.stopped) // no writer was started
 		s.Close()
 		return nil, err
 	}
+	s.stopped = make(chan struct{})
 	go s.writeLoop()
 	return s, nil
 }
@@ -171,16 +183,16 @@ func (s *store) prepare(ctx context.Context) error {
 	}{
 		{s.writer, &s.insertPet, sqlInsertPet},
 		{s.reader, &s.selectPet, sqlSelectPet},
-		{s.writer, &s.selectPetTx, sqlSelectPet},
+		{s.writer, &s.selectPetTx, sqlSelectPet + s.dialect.forUpdate},
 		{s.writer, &s.updatePetStmt, sqlUpdatePet},
 		{s.writer, &s.deletePetStmt, sqlDeletePet},
 		{s.reader, &s.listAll, sqlListPets},
 		{s.reader, &s.listByState, sqlListPetsByStatus},
-		{s.reader, &s.listByID, sqlListPetsByID},
-		{s.reader, &s.listByIDAndState, sqlListPetsByIDAndState},
+		{s.reader, &s.listByID, s.dialect.listPetsByID(false)},
+		{s.reader, &s.listByIDAndState, s.dialect.listPetsByID(true)},
 		{s.writer, &s.orderStmts.insert, sqlInsertOrder},
 		{s.reader, &s.orderStmts.selectOne, sqlSelectOrder},
-		{s.writer, &s.orderStmts.selectOneTx, sqlSelectOrder},
+		{s.writer, &s.orderStmts.selectOneTx, sqlSelectOrder + s.dialect.forUpdate},
 		{s.writer, &s.orderStmts.update, sqlUpdateOrder},
 		{s.writer, &s.orderStmts.claimPet, sqlClaimPet},
 		{s.writer, &s.orderStmts.settlePet, sqlSettlePet},
@@ -193,7 +205,7 @@ func (s *store) prepare(ctx context.Context) error {
 		{s.writer, &s.rollbackTo, "ROLLBACK TO job"},
 	}
 	for _, st := range stmts {
-		stmt, err := st.db.PrepareContext(ctx, st.query)
+		stmt, err := st.db.PrepareContext(ctx, s.dialect.sql(st.query))
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", st.query, err)
 		}
@@ -228,10 +240,15 @@ func (s *store) closeDB() error {
 }
 
 // failed counts a failed database operation and returns err wrapped with
-// what was being done.
+// what was being done, and marked with errUnavailable when PostgreSQL cannot
+// be reached.
 func (s *store) failed(what string, err error) error {
 	s.errors.Add(1)
-	return fmt.Errorf("%s: %w", what, err)
+	err = fmt.Errorf("%s: %w", what, err)
+	if s.dialect == postgresDialect && postgresUnavailable(err) {
+		return fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	return err
 }
 
 // errorCount is how many database operations have failed since start-up.
@@ -265,6 +282,12 @@ func (s *store) journalMode(ctx context.Context) (string, error) {
 // write simply tries again.
 func (s *store) failedWrite(what string, err error) error {
 	err = s.failed(what, err)
+	switch {
+	case postgresDuplicate(err):
+		return fmt.Errorf("%w: %w", errDuplicateKey, err)
+	case postgresUnwritable(err):
+		return fmt.Errorf("%w: %w", errUnwritable, err)
+	}
 	if se, ok := errors.AsType[*sqlite.Error](err); ok {
 		switch se.Code() & 0xff { // the primary result code, without the extended bits
 		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
@@ -274,9 +297,17 @@ func (s *store) failedWrite(what string, err error) error {
 	return err
 }
 
-// readContext is the context of the read queries: ctx without its
-// cancellation. With a cancellable context the driver starts a goroutine per
-// statement to interrupt it, which costs more than the short bounded reads
-// of the API (one row by key, or at most 101 rows of an index range) that it
-// could interrupt; the busy timeout still bounds them.
-func readContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+// readContext is the context of a read query, and its cancel function. On
+// SQLite it is ctx without its cancellation: with a cancellable context the
+// driver starts a goroutine per statement to interrupt it, which costs more
+// than the short bounded reads of the API (one row by key, or at most 101
+// rows of an index range) that it could interrupt; the busy timeout still
+// bounds them. On PostgreSQL, across a network, a read is bounded by
+// pgQueryTimeout, so that a database that stops answering makes a 503, not a
+// request that hangs.
+func (s *store) readContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.dialect == postgresDialect {
+		return context.WithTimeout(ctx, pgQueryTimeout)
+	}
+	return context.WithoutCancel(ctx), func() {}
+}

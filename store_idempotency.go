@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -29,13 +30,15 @@ const sqlLookupIdempotencyKey = "SELECT operation, fingerprint, resource_id, bod
 // lookupIdempotencyKey returns the record of scope from the read pool,
 // unless it was created at or before cutoff.
 func (s *store) lookupIdempotencyKey(ctx context.Context, scope idempotencyScope, cutoff time.Time) (idempotencyRecord, bool, error) {
-	row := s.reader.QueryRowContext(readContext(ctx), sqlLookupIdempotencyKey, scope.apiKey[:], scope.key, cutoff.UnixMilli())
+	ctx, cancel := s.readContext(ctx)
+	defer cancel()
+	row := s.reader.QueryRowContext(ctx, s.dialect.sql(sqlLookupIdempotencyKey), scope.apiKey[:], scope.key, cutoff.UnixMilli())
 	return s.scanIdempotencyRecord(row)
 }
 
 // lookupIdempotencyKey is the lookup inside a write transaction.
 func (tx *txn) lookupIdempotencyKey(scope idempotencyScope, cutoff time.Time) (idempotencyRecord, bool, error) {
-	row := tx.tx.QueryRowContext(tx.ctx, sqlLookupIdempotencyKey, scope.apiKey[:], scope.key, cutoff.UnixMilli())
+	row := tx.tx.QueryRowContext(tx.ctx, tx.st.dialect.sql(sqlLookupIdempotencyKey), scope.apiKey[:], scope.key, cutoff.UnixMilli())
 	return tx.st.scanIdempotencyRecord(row)
 }
 
@@ -56,14 +59,24 @@ func (s *store) scanIdempotencyRecord(row *sql.Row) (rec idempotencyRecord, foun
 
 // recordIdempotencyKey records rec under scope, in the transaction that made
 // its resource. An expired row under the same key is replaced: lookups
-// already treat it as absent. No response cache shows these rows, so the
-// write changes nothing the caches hold.
-func (tx *txn) recordIdempotencyKey(scope idempotencyScope, rec idempotencyRecord, now time.Time) error {
-	_, err := tx.tx.ExecContext(tx.ctx,
-		"INSERT OR REPLACE INTO idempotency_keys (api_key_sha256, idempotency_key, operation, fingerprint, resource_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		scope.apiKey[:], scope.key, rec.operation, rec.fingerprint[:], rec.resourceID, rec.body, now.UnixMilli())
+// already treat it as absent. An unexpired one is a key that another replica
+// finished first: the insert fails with errDuplicateKey. No response cache
+// shows these rows, so the write changes nothing the caches hold.
+func (tx *txn) recordIdempotencyKey(scope idempotencyScope, rec idempotencyRecord, now, cutoff time.Time) error {
+	res, err := tx.tx.ExecContext(tx.ctx, tx.st.dialect.sql(`INSERT INTO idempotency_keys (api_key_sha256, idempotency_key, operation, fingerprint, resource_id, body, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (api_key_sha256, idempotency_key) DO UPDATE SET
+    operation = excluded.operation, fingerprint = excluded.fingerprint, resource_id = excluded.resource_id,
+    body = excluded.body, created_at = excluded.created_at
+WHERE idempotency_keys.created_at <= ?`),
+		scope.apiKey[:], scope.key, rec.operation, rec.fingerprint[:], rec.resourceID, rec.body, now.UnixMilli(), cutoff.UnixMilli())
 	if err != nil {
 		return tx.st.failedWrite("record idempotency key", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		// The conflict's WHERE kept an unexpired record: the key was
+		// finished by another writer since this transaction looked.
+		return fmt.Errorf("record idempotency key: %w", errDuplicateKey)
 	}
 	return nil
 }
@@ -72,7 +85,7 @@ func (tx *txn) recordIdempotencyKey(scope idempotencyScope, rec idempotencyRecor
 // returns how many it deleted.
 func (s *store) pruneIdempotencyKeys(ctx context.Context, cutoff time.Time) (int64, error) {
 	return write(ctx, s, func(tx *txn) (int64, error) {
-		res, err := tx.tx.ExecContext(tx.ctx, "DELETE FROM idempotency_keys WHERE created_at <= ?", cutoff.UnixMilli())
+		res, err := tx.tx.ExecContext(tx.ctx, tx.st.dialect.sql("DELETE FROM idempotency_keys WHERE created_at <= ?"), cutoff.UnixMilli())
 		if err != nil {
 			return 0, tx.st.failedWrite("prune idempotency keys", err)
 		}

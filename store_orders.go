@@ -73,8 +73,10 @@ func scanOrder(row interface{ Scan(...any) error }, o *Order) error {
 
 // getOrder returns the order with the given id, or a *notFoundError.
 func (s *store) getOrder(ctx context.Context, id int64) (Order, error) {
+	ctx, cancel := s.readContext(ctx)
+	defer cancel()
 	var o Order
-	err := scanOrder(s.orderStmts.selectOne.QueryRowContext(readContext(ctx), id), &o)
+	err := scanOrder(s.orderStmts.selectOne.QueryRowContext(ctx, id), &o)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Order{}, &notFoundError{what: "order", id: id}
 	}
@@ -106,7 +108,7 @@ func (tx *txn) placeOrder(petID int64, at time.Time) (outcome[Order], error) {
 			return outcome[Order]{}, tx.st.failed("claim pet", err)
 		}
 		var status string
-		err := tx.tx.QueryRowContext(tx.ctx, sqlPetStatusOfOne, petID).Scan(&status)
+		err := tx.tx.QueryRowContext(tx.ctx, tx.st.dialect.sql(sqlPetStatusOfOne), petID).Scan(&status)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return refuse[Order](errorf(codeUnknownPet, "no pet has id %d; an order names an existing pet (see GET /v1/pets)", petID))
@@ -114,6 +116,9 @@ func (tx *txn) placeOrder(petID int64, at time.Time) (outcome[Order], error) {
 			return outcome[Order]{}, tx.st.failed("read pet status", err)
 		}
 		return refuse[Order](errorf(codePetNotAvailable, "pet %d is %s, not available: only an available pet can be ordered", petID, status))
+	}
+	if err := tx.lockAppends(ordersResource); err != nil {
+		return outcome[Order]{}, err
 	}
 	ms := at.UnixMilli()
 	o := Order{PetID: petID, Status: orderPlaced, PlacedAt: time.UnixMilli(ms).UTC(), UpdatedAt: time.UnixMilli(ms).UTC()}

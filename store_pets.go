@@ -16,13 +16,20 @@ const (
 	sqlSelectPet        = "SELECT " + petColumns + " FROM pets WHERE id = ?"
 	sqlListPets         = "SELECT " + petColumns + " FROM pets WHERE id > ? ORDER BY id LIMIT ?"
 	sqlListPetsByStatus = "SELECT " + petColumns + " FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?"
-	// The id filter's ids are one parameter, a JSON array, so that one
-	// prepared statement serves any number of them.
-	sqlListPetsByID         = "SELECT " + petColumns + " FROM pets WHERE id IN (SELECT value FROM json_each(?)) AND id > ? ORDER BY id LIMIT ?"
-	sqlListPetsByIDAndState = "SELECT " + petColumns + " FROM pets WHERE id IN (SELECT value FROM json_each(?)) AND status = ? AND id > ? ORDER BY id LIMIT ?"
-	sqlUpdatePet            = "UPDATE pets SET name = ?, category_id = ?, status = ? WHERE id = ?"
-	sqlDeletePet            = "DELETE FROM pets WHERE id = ?"
+	sqlUpdatePet        = "UPDATE pets SET name = ?, category_id = ?, status = ? WHERE id = ?"
+	sqlDeletePet        = "DELETE FROM pets WHERE id = ?"
 )
+
+// listPetsByID is the statement of the id filter, with a status or without.
+// The ids are one parameter, a JSON array, so that one prepared statement
+// serves any number of them.
+func (d dialect) listPetsByID(withStatus bool) string {
+	q := "SELECT " + petColumns + " FROM pets WHERE id IN (" + d.idsOfJSONArray + ")"
+	if withStatus {
+		q += " AND status = ?"
+	}
+	return q + " AND id > ? ORDER BY id LIMIT ?"
+}
 
 // outcome is the result of a write that the data may refuse: either value,
 // or refused, which says why nothing was written (an *apiError or a
@@ -53,8 +60,10 @@ func scanPet(rows interface{ Scan(...any) error }, p *Pet) error {
 
 // getPet returns the pet with the given id, or a *notFoundError.
 func (s *store) getPet(ctx context.Context, id int64) (Pet, error) {
+	ctx, cancel := s.readContext(ctx)
+	defer cancel()
 	var p Pet
-	err := scanPet(s.selectPet.QueryRowContext(readContext(ctx), id), &p)
+	err := scanPet(s.selectPet.QueryRowContext(ctx, id), &p)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Pet{}, &notFoundError{what: "pet", id: id}
 	}
@@ -84,6 +93,8 @@ func (s *store) listPetsByID(ctx context.Context, ids []int64, status string, pr
 
 // countByStatus counts the pets of each status, for the metrics.
 func (s *store) countByStatus(ctx context.Context) (map[string]int64, error) {
+	ctx, cancel := s.readContext(ctx)
+	defer cancel()
 	rows, err := s.reader.QueryContext(ctx, "SELECT status, count(*) FROM pets GROUP BY status")
 	if err != nil {
 		return nil, s.failed("count pets", err)
@@ -134,6 +145,9 @@ func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
 // insertPet adds p and returns it with its id, which is greater than every
 // id before it (AUTOINCREMENT).
 func (tx *txn) insertPet(p newPet) (Pet, error) {
+	if err := tx.lockAppends(petsResource); err != nil {
+		return Pet{}, err
+	}
 	var id int64
 	if err := tx.tx.StmtContext(tx.ctx, tx.st.insertPet).QueryRowContext(tx.ctx, p.Name, p.CategoryID, p.Status).Scan(&id); err != nil {
 		return Pet{}, tx.st.failedWrite("insert pet", err)
@@ -160,7 +174,9 @@ type page[T any] struct {
 // for one row more than the page holds, which tells whether another page
 // exists without a second query.
 func queryPage[T any](ctx context.Context, s *store, what string, stmt *sql.Stmt, pr pageRequest, scan func(interface{ Scan(...any) error }, *T) error, args ...any) (page[T], error) {
-	rows, err := stmt.QueryContext(readContext(ctx), append(args, pr.after, pr.limit+1)...)
+	ctx, cancel := s.readContext(ctx)
+	defer cancel()
+	rows, err := stmt.QueryContext(ctx, append(args, pr.after, pr.limit+1)...)
 	if err != nil {
 		return page[T]{}, s.failed(what, err)
 	}

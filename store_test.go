@@ -14,7 +14,7 @@ import (
 // synchronous=FULL (2), a busy timeout and foreign keys enforced, and
 // readers cannot write.
 func TestConnectionsCarryTheDurabilityPragmas(t *testing.T) {
-	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"))
+	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestConnectionsCarryTheDurabilityPragmas(t *testing.T) {
 // TestSchemaRefusesWhatTheAPIRefuses checks that the table's constraints
 // hold even for a write that bypasses the handlers.
 func TestSchemaRefusesWhatTheAPIRefuses(t *testing.T) {
-	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"))
+	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

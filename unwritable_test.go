@@ -24,7 +24,7 @@ func TestCreateIsUnavailableWhileTheDatabaseCannotBeWritten(t *testing.T) {
 	}
 	for _, tt := range causes {
 		t.Run(tt.rule, func(t *testing.T) {
-			ts := newTestServer(t)
+			ts := newTestServer(t, onSQLite())
 			var want []Pet
 			for i := range 3 {
 				want = append(want, ts.createPet(t, fmt.Sprintf("before-%d", i), 1, ""))
@@ -106,16 +106,12 @@ func TestEveryWriteIsUnavailableWhileTheDatabaseIsReadOnly(t *testing.T) {
 	before := snapshot()
 	for _, w := range writes {
 		t.Run(w.rule, func(t *testing.T) {
-			if _, err := ts.Store.writer.ExecContext(t.Context(), "PRAGMA query_only = 1"); err != nil {
-				t.Fatal(err)
-			}
+			ts.setReadOnly(t, true)
 			wantError(t, ts.do(t, w.method, w.path, w.body, nil), http.StatusServiceUnavailable, codeUnavailable, "not stored", "retry")
 			if after := snapshot(); after != before {
 				t.Errorf("a refused %s changed the data:\n%s\nbecame\n%s", w.rule, before, after)
 			}
-			if _, err := ts.Store.writer.ExecContext(t.Context(), "PRAGMA query_only = 0"); err != nil {
-				t.Fatal(err)
-			}
+			ts.setReadOnly(t, false)
 		})
 	}
 	t.Run("every write works again once the database can be written", func(t *testing.T) {

@@ -53,6 +53,35 @@ type txn struct {
 	tx      *sql.Tx
 	st      *store
 	changes changeSet // what this job changed, published after the commit
+	attempt *attempt  // the batch transaction this job runs in
+}
+
+// attempt is one run of a batch in one transaction.
+type attempt struct {
+	appendLocked [numResources]bool // see lockAppends
+}
+
+// appendLockBase numbers the PostgreSQL advisory locks of lockAppends, one
+// per resource.
+const appendLockBase = 7_370_616_460
+
+// lockAppends makes rows of res be added in the order their ids are given,
+// whichever process adds them. Keyset pagination relies on it: a client that
+// has read up to id 11 must never see id 10 commit later. SQLite has one
+// writer, so ids always commit in order. On PostgreSQL, two replicas could
+// take ids 10 and 11 and commit 11 first; so the first insert of a batch
+// takes an advisory lock, held until the batch commits, and the batches that
+// add rows to res commit one at a time, each with all its rows. The lock is
+// taken before the id, so ids follow the commits.
+func (tx *txn) lockAppends(res resource) error {
+	if tx.st.dialect != postgresDialect || tx.attempt.appendLocked[res] {
+		return nil
+	}
+	if _, err := tx.tx.ExecContext(tx.ctx, "SELECT pg_advisory_xact_lock($1)", appendLockBase+int64(res)); err != nil {
+		return tx.st.failedWrite("take the append lock", err)
+	}
+	tx.attempt.appendLocked[res] = true
+	return nil
 }
 
 // write runs job inside a write transaction shared with the other writes
@@ -198,26 +227,34 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 	// The transaction belongs to the batch, not to any one request: a
 	// client that goes away must not roll back the others' rows.
 	bg := context.Background()
+	if s.dialect == postgresDialect {
+		// Across a network, a database that stops answering must fail
+		// the batch rather than hold every writer of this replica.
+		var cancel context.CancelFunc
+		bg, cancel = context.WithTimeout(bg, pgBatchTimeout)
+		defer cancel()
+	}
 	sqlTx, err := s.writer.BeginTx(bg, nil)
 	if err != nil {
 		return results, changes, false, s.failedWrite("begin write transaction", err)
 	}
 	defer sqlTx.Rollback() // a no-op after Commit
 	succeeded := false
+	at := &attempt{}
 	for i, job := range batch {
 		if err := job.ctx.Err(); err != nil {
 			// The request ended while it waited: its write never starts.
 			results[i].err = err
 			continue
 		}
-		// Once started, a job runs to its end: interrupting a statement
-		// half-way would only waste the work (see readContext).
-		tx := &txn{ctx: context.WithoutCancel(job.ctx), tx: sqlTx, st: s}
+		// Once started, a job runs to its end, on the batch's context:
+		// interrupting a statement half-way would only waste the work.
+		tx := &txn{ctx: bg, tx: sqlTx, st: s, attempt: at}
 		switch {
 		case !savepoints:
 			value, err := job.run(tx)
 			if err != nil {
-				if len(batch) > 1 {
+				if len(batch) > 1 || s.transient(err) {
 					return results, changes, false, errRetryWithSavepoints
 				}
 				// Alone in the transaction, its failure leaves nothing
@@ -253,22 +290,39 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 	return results, changes, true, nil
 }
 
+// transientTries is how many times a job that lost a race with another
+// transaction (see transient) runs before its request gets the error.
+const transientTries = 3
+
 // runInSavepoint runs one job inside a savepoint, so that its failure
-// (jobErr) undoes only its own statements. txErr means the transaction can no
-// longer be trusted.
+// (jobErr) undoes only its own statements. A job that lost a race with
+// another replica's transaction runs again, up to transientTries times.
+// txErr means the transaction can no longer be trusted.
 func (s *store) runInSavepoint(tx *txn, job *writeJob) (value any, jobErr, txErr error) {
 	ctx := tx.ctx
-	if _, err := tx.tx.StmtContext(ctx, s.savepoint).ExecContext(ctx); err != nil {
-		return nil, nil, s.failedWrite("savepoint", err)
-	}
-	value, jobErr = job.run(tx)
-	if jobErr != nil {
-		if _, err := tx.tx.StmtContext(ctx, s.rollbackTo).ExecContext(ctx); err != nil {
-			return nil, nil, s.failedWrite("rollback to savepoint", err)
+	for try := 1; ; try++ {
+		if _, err := tx.tx.StmtContext(ctx, s.savepoint).ExecContext(ctx); err != nil {
+			return nil, nil, s.failedWrite("savepoint", err)
+		}
+		tx.changes = changeSet{}
+		value, jobErr = job.run(tx)
+		if jobErr != nil {
+			if _, err := tx.tx.StmtContext(ctx, s.rollbackTo).ExecContext(ctx); err != nil {
+				return nil, nil, s.failedWrite("rollback to savepoint", err)
+			}
+		}
+		if _, err := tx.tx.StmtContext(ctx, s.release).ExecContext(ctx); err != nil {
+			return nil, nil, s.failedWrite("release savepoint", err)
+		}
+		if jobErr == nil || !s.transient(jobErr) || try == transientTries {
+			return value, jobErr, nil
 		}
 	}
-	if _, err := tx.tx.StmtContext(ctx, s.release).ExecContext(ctx); err != nil {
-		return nil, nil, s.failedWrite("release savepoint", err)
-	}
-	return value, jobErr, nil
+}
+
+// transient reports whether err is a job's loss of a race with another
+// transaction, which running it again may win (only PostgreSQL, with other
+// replicas writing, has such races).
+func (s *store) transient(err error) bool {
+	return s.dialect == postgresDialect && postgresTransient(err)
 }

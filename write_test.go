@@ -325,7 +325,7 @@ func petAppends(st *store) uint64 { return st.generations.resources[petsResource
 func renamePet(t *testing.T, st *store, id int64, name string) {
 	t.Helper()
 	_, err := write(t.Context(), st, func(tx *txn) (struct{}, error) {
-		if _, err := tx.tx.ExecContext(tx.ctx, "UPDATE pets SET name = ? WHERE id = ?", name, id); err != nil {
+		if _, err := tx.tx.ExecContext(tx.ctx, st.dialect.sql("UPDATE pets SET name = ? WHERE id = ?"), name, id); err != nil {
 			return struct{}{}, err
 		}
 		tx.changes.changedIn(petsResource, id)
