@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -135,7 +136,7 @@ func TestRunWithoutKeysGeneratesOne(t *testing.T) {
 		"PETSTORE_DB":   filepath.Join(t.TempDir(), "pets.db"),
 	}
 	rs := startRun(t, env)
-	m := regexp.MustCompile(`(?m)^WARNING: PETSTORE_API_KEYS is not set.*\n\n    ([A-Za-z0-9_-]{43})\n`).FindStringSubmatch(rs.Stderr.String())
+	m := regexp.MustCompile(`(?m)^WARNING: no API key is configured .*\n\n    ([A-Za-z0-9_-]{43})\n`).FindStringSubmatch(rs.Stderr.String())
 	if m == nil {
 		t.Fatalf("no generated key announced on stderr:\n%s", rs.Stderr)
 	}
@@ -160,8 +161,13 @@ var testBinary struct {
 	err  error
 }
 
-// buildBinary returns the path of the service compiled with CGO off, as it
-// ships, building it on first use.
+// buildCommand is the README's build command, word for word (a test holds
+// the README and deploy/petstore.service to it): the binary the tests run is
+// built exactly as the one that ships.
+const buildCommand = "CGO_ENABLED=0 go build -trimpath -buildvcs=true -o petstore ."
+
+// buildBinary returns the path of the service built by buildCommand,
+// building it on first use.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	testBinary.once.Do(func() {
@@ -170,8 +176,11 @@ func buildBinary(t *testing.T) string {
 			return
 		}
 		testBinary.path = filepath.Join(testBinary.dir, "petstore")
-		cmd := exec.Command("go", "build", "-o", testBinary.path, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		words := strings.Fields(buildCommand)
+		args := slices.Clone(words[2:])
+		args[slices.Index(args, "-o")+1] = testBinary.path
+		cmd := exec.Command(words[1], args...)
+		cmd.Env = append(os.Environ(), words[0])
 		if out, err := cmd.CombinedOutput(); err != nil {
 			testBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}

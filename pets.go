@@ -377,6 +377,9 @@ func jsonKind(raw json.RawMessage) string {
 // decodeStatus accepts one of the PetStatus strings.
 func decodeStatus(raw json.RawMessage, dst *string) error {
 	var s string
+	if raw[0] == 'n' {
+		return errorf(codeInvalidField, "field status must be one of available, pending, sold, not null; omit the field to get available")
+	}
 	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil || !validStatus(s) {
 		return errorf(codeInvalidField, "field status must be one of available, pending, sold")
 	}

@@ -127,7 +127,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		defer os.RemoveAll(dir)
 	}
 	bin := filepath.Join(dir, "petstore")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	// The README's build command.
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
@@ -452,16 +453,16 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 		first, last := results[0], results[len(results)-1]
 		// The machine is shared and noisy, so the scale check compares the
 		// ceiling-normalised ratios of the two sizes, not raw req/s.
-		fmt.Fprintf(w, "Scale, ratio at %d pets / ratio at %d (target: 0.90 to 1.10):", last.pets, first.pets)
+		var scale []string
 		for _, sc := range readScenarios {
 			v := perSize[sc]
 			if len(v) < 2 {
 				continue
 			}
-			fmt.Fprintf(w, " %s %.2f;", sc, v[len(v)-1]/v[0])
+			scale = append(scale, fmt.Sprintf("%s %.2f", sc, v[len(v)-1]/v[0]))
 		}
-		fmt.Fprintln(w)
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "Scale of the read scenarios, ratio at %d pets / ratio at %d (target: 0.90 to 1.10): %s.\n\n",
+			last.pets, first.pets, strings.Join(scale, ", "))
 	}
 	for _, r := range results {
 		starts := median(r.startups, func(d time.Duration) float64 { return float64(d) / 1e6 })
