@@ -21,7 +21,7 @@ import (
 // configError is a start-up setting that cannot work; main exits with code 2
 // for it, before anything listens.
 type configError struct {
-	setting string // the flag or variable, as the user would type it
+	setting string // the flag or variable, as the user would type it, or the file at fault
 	problem string
 }
 
@@ -46,6 +46,8 @@ type config struct {
 
 	keys keyring  // loaded from apiKeys and apiKeysFile
 	seed []newPet // parsed from seedFile
+
+	printVersion bool // -version: print the version instead of serving
 }
 
 // limits are the policies newServer applies to requests.
@@ -69,6 +71,9 @@ func settingName(flagName string) string {
 	return "-" + flagName + " (" + envName(flagName) + ")"
 }
 
+// versionFlag is the one flag that is not a setting.
+const versionFlag = "version"
+
 // newFlagSet declares every setting. Defaults here are the built-in ones;
 // parseConfig then applies variables to the flags not given.
 func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
@@ -89,6 +94,9 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.limits.idempotencyTTL, "idempotency-ttl", defaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
 	fs.Float64Var(&cfg.limits.rateLimit, "rate-limit", 0, "requests per second allowed per API key; 0 turns the limit off")
 	fs.IntVar(&cfg.limits.rateBurst, "rate-burst", 0, "requests a key may send at once before -rate-limit applies; 0 means the rate rounded up")
+	// -version is a command, not a setting: it has no variable and is not
+	// in the table of settings.
+	fs.BoolVar(&cfg.printVersion, versionFlag, false, "print the version and exit")
 	fs.Usage = func() { usage(fs) }
 	return fs
 }
@@ -99,12 +107,17 @@ func usage(fs *flag.FlagSet) {
 	fmt.Fprint(w, "Usage:\n"+
 		"  petstore [flags]                  serve the API\n"+
 		"  petstore backup -db FILE OUT.db   copy a live database consistently to OUT.db\n"+
-		"  petstore hash-key                 read a key on stdin, print its sha256: line for a key file\n\n"+
+		"  petstore hash-key                 read a key on stdin, print its sha256: line for a key file\n"+
+		"  petstore version (or -version)    print the module version, VCS revision and Go release\n\n"+
 		"Every flag can also be set by its variable; a flag wins over its variable.\n"+
-		"API keys also come from PETSTORE_API_KEYS (comma-separated); with none at all, a key is generated and printed.\n\n")
+		"API keys also come from PETSTORE_API_KEYS (comma-separated); with none at all, a key is generated, kept beside\n"+
+		"the database file (a new one per run for :memory:) and printed at start (with -log-format json, only its file).\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "flag\tvariable\tdefault\tmeaning")
 	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == versionFlag {
+			return
+		}
 		def := f.DefValue
 		if def == "" {
 			def = "(none)"
@@ -130,12 +143,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if fs.NArg() > 0 {
 		return cfg, &configError{"arguments", fmt.Sprintf("unexpected %q; all settings are flags (see -h)", fs.Arg(0))}
 	}
+	if cfg.printVersion {
+		return cfg, nil
+	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		v := getenv(envName(f.Name))
-		if given[f.Name] || v == "" || envErr != nil {
+		if given[f.Name] || v == "" || envErr != nil || f.Name == versionFlag {
 			return
 		}
 		if err := f.Value.Set(v); err != nil {
@@ -200,6 +216,11 @@ func (cfg *config) check() error {
 		// A key generated at start-up would differ from one replica to the
 		// next, so clients would be refused by every replica but one.
 		return &configError{settingName("db"), "a PostgreSQL database is served by replicas that must accept the same keys: set PETSTORE_API_KEYS or -api-keys-file"}
+	}
+	if !keys.configured() && cfg.dbPath == memoryDB && cfg.logFormat == "json" {
+		// The key generated for a database in memory is kept nowhere, so it
+		// could only be shown in the log, which must never hold a key.
+		return &configError{envPrefix + "API_KEYS", "no API key is configured, and with -log-format json and -db :memory: a generated key could only be shown in the log; set PETSTORE_API_KEYS or -api-keys-file"}
 	}
 	if cfg.seedFile != "" {
 		if cfg.seed, err = readSeed(cfg.seedFile); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
+	"strings"
 )
 
 // The error codes the API uses in the "code" field. This is the whole set;
@@ -190,7 +191,11 @@ func routeErrors(log *slog.Logger, mux *http.ServeMux, auth func(http.Handler) h
 			writeError(w, r, log, errorf(codeMethodNotAllowed, "method %s is not allowed on %s; allowed: %s", abbreviate(r.Method), p, w.Header().Get("Allow")))
 			return
 		}
-		writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; the API lives under /v1, for example /v1/pets", abbreviate(p)))
+		if p == "/v1" || strings.HasPrefix(p, "/v1/") {
+			writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; GET /v1/openapi.json lists every path of the API", abbreviate(p)))
+			return
+		}
+		writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; the API lives under /v1, for example /v1/pets (GET /v1/openapi.json lists every path)", abbreviate(p)))
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; p != "" && p[0] == '/' && path.Clean(p) == p {

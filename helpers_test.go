@@ -205,8 +205,13 @@ var testBinary struct {
 	err  error
 }
 
-// buildBinary returns the path of the service compiled with CGO off, as it
-// ships, building it on first use.
+// buildCommand is the README's build command, word for word (a test holds
+// the README and deploy/petstore.service to it): the binary the tests run is
+// built exactly as the one that ships.
+const buildCommand = "CGO_ENABLED=0 go build -trimpath -buildvcs=true -o petstore ."
+
+// buildBinary returns the path of the service built by buildCommand,
+// building it on first use.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	testBinary.once.Do(func() {
@@ -215,8 +220,11 @@ func buildBinary(t *testing.T) string {
 			return
 		}
 		testBinary.path = filepath.Join(testBinary.dir, "petstore")
-		cmd := exec.Command("go", "build", "-o", testBinary.path, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		words := strings.Fields(buildCommand)
+		args := slices.Clone(words[2:])
+		args[slices.Index(args, "-o")+1] = testBinary.path
+		cmd := exec.Command(words[1], args...)
+		cmd.Env = append(os.Environ(), words[0])
 		if out, err := cmd.CombinedOutput(); err != nil {
 			testBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}

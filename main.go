@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,11 +53,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return runBackup(ctx, args[1:], getenv, stdout, stderr)
 		case "hash-key":
 			return hashKey(stdin, stdout)
+		case "version":
+			if len(args) > 1 {
+				return &configError{"arguments", fmt.Sprintf("unexpected %q after version", args[1])}
+			}
+			return printVersion(stdout)
 		}
 	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.printVersion {
+		return printVersion(stdout)
 	}
 	return serve(ctx, cfg, stdout, stderr)
 }
@@ -65,15 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	log := newLogger(cfg.logFormat, stderr)
 	keys := cfg.keys
-	switch {
-	case !keys.configured():
-		// Running open would be a trap: a service started "just to try"
-		// ends up exposed. A generated key keeps local use zero-setup.
-		key := generateKey()
-		keys = staticKeyring(key)
-		fmt.Fprintf(stderr, "WARNING: PETSTORE_API_KEYS is not set. This run accepts only this generated API key:\n\n    %s\n\n"+
-			"Send it as 'Authorization: Bearer <key>'. Set PETSTORE_API_KEYS to choose your own keys.\n\n", key)
-	case len(keys.keys().entries) == 0:
+	if keys.configured() && len(keys.keys().entries) == 0 {
 		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
 	}
 
@@ -84,6 +85,18 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	defer st.Close()
 	if st.schemaFrom != st.schemaVersion {
 		log.Info("database schema migrated", "db", redactDB(cfg.dbPath), "from", st.schemaFrom, "to", st.schemaVersion)
+	}
+	if !keys.configured() {
+		// Running open would be a trap: a service started "just to try"
+		// ends up exposed. A generated key, kept with the database, keeps
+		// local use zero-setup. It is made only once the database opened,
+		// so that no key file appears beside a file that is not one.
+		gk, err := loadGeneratedKey(cfg.dbPath)
+		if err != nil {
+			return err
+		}
+		keys = staticKeyring(gk.key)
+		announceGeneratedKey(gk, cfg.logFormat, log, stderr)
 	}
 	if len(cfg.seed) > 0 {
 		n, err := st.seed(ctx, cfg.seed)
@@ -190,6 +203,43 @@ func version() string {
 		}
 	}
 	return v
+}
+
+// printVersion is `petstore version` and `petstore -version`.
+func printVersion(stdout io.Writer) error {
+	bi, _ := debug.ReadBuildInfo()
+	_, err := fmt.Fprintln(stdout, describeBuild(bi))
+	return err
+}
+
+// describeBuild says which build bi is: the module version, the VCS
+// revision with its commit time (and whether the tree had uncommitted
+// changes), and the Go release. The go command records the revision only in
+// `go build` from a git clone (see the README's build command); `go run`
+// records none, and says "(devel)" for the version.
+func describeBuild(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "petstore: the binary holds no build information"
+	}
+	vcs := map[string]string{}
+	for _, s := range bi.Settings {
+		vcs[s.Key] = s.Value
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "petstore %s", bi.Main.Version)
+	if rev := vcs["vcs.revision"]; rev != "" {
+		fmt.Fprintf(&b, ", revision %s", rev)
+		if t := vcs["vcs.time"]; t != "" {
+			fmt.Fprintf(&b, " (%s)", t)
+		}
+		if vcs["vcs.modified"] == "true" {
+			b.WriteString(" with uncommitted changes")
+		}
+	} else {
+		b.WriteString(", no VCS revision recorded (go run, or not built by the README's build command in a git clone)")
+	}
+	fmt.Fprintf(&b, ", %s", bi.GoVersion)
+	return b.String()
 }
 
 // listenURL is the URL a client on this machine can use to reach addr. An

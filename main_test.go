@@ -75,7 +75,7 @@ func TestRunWithoutKeysGeneratesOne(t *testing.T) {
 		"PETSTORE_DB":   filepath.Join(t.TempDir(), "pets.db"),
 	}
 	rs := startRun(t, env)
-	m := regexp.MustCompile(`(?m)^WARNING: PETSTORE_API_KEYS is not set.*\n\n    ([A-Za-z0-9_-]{43})\n`).FindStringSubmatch(rs.Stderr.String())
+	m := regexp.MustCompile(`(?m)^WARNING: no API key is configured .*\n\n    ([A-Za-z0-9_-]{43})\n`).FindStringSubmatch(rs.Stderr.String())
 	if m == nil {
 		t.Fatalf("no generated key announced on stderr:\n%s", rs.Stderr)
 	}

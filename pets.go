@@ -232,6 +232,9 @@ func decodeCategoryID(raw json.RawMessage, dst *int64) error {
 
 // decodeStatus accepts one of the PetStatus strings.
 func decodeStatus(raw json.RawMessage, dst *string) error {
+	if raw[0] == 'n' {
+		return errorf(codeInvalidField, "field status must be one of available, pending, sold, not null; omit the field to get available")
+	}
 	return decodeEnum("status", petStatuses, raw, dst)
 }
 

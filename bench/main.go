@@ -589,16 +589,16 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 		first, last := results[0], results[len(results)-1]
 		// The machine is shared and noisy, so the scale check compares the
 		// ceiling-normalised ratios of the two sizes, not raw req/s.
-		fmt.Fprintf(w, "Scale, ratio at %d pets / ratio at %d (target: 0.90 to 1.10):", last.pets, first.pets)
+		var scale []string
 		for _, sc := range readScenarios {
 			v := perSize[sc]
 			if len(v) < 2 {
 				continue
 			}
-			fmt.Fprintf(w, " %s %.2f;", sc, v[len(v)-1]/v[0])
+			scale = append(scale, fmt.Sprintf("%s %.2f", sc, v[len(v)-1]/v[0]))
 		}
-		fmt.Fprintln(w)
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "Scale of the read scenarios, ratio at %d pets / ratio at %d (target: 0.90 to 1.10): %s.\n\n",
+			last.pets, first.pets, strings.Join(scale, ", "))
 	}
 	mib := func(kib int64) float64 { return float64(kib) / 1024 }
 	startMS := func(b binaryResult) float64 {

@@ -1925,8 +1925,9 @@ func (r GetHealthResponse) ContentType() string {
 
 // GetMetricsResponse200Headers the declared response headers of an HTTP 200 response for GetMetrics
 type GetMetricsResponse200Headers struct {
-	Vary       *string
-	XRequestId string
+	Vary                *string
+	XContentTypeOptions string
+	XRequestId          string
 }
 
 // GetMetricsResponse401Headers the declared response headers of an HTTP 401 response for GetMetrics
@@ -3889,6 +3890,13 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 				return nil, err
 			}
 			headers.Vary = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string

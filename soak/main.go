@@ -96,7 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer os.RemoveAll(dir)
 	if *bin == "" {
 		*bin = filepath.Join(dir, "petstore")
-		build := exec.CommandContext(ctx, "go", "build", "-o", *bin, ".")
+		// The README's build command.
+		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true", "-o", *bin, ".")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build (run soak from the repository root): %v\n%s", err, out)
