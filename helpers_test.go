@@ -937,17 +937,16 @@ func runOnPostgres() int {
 }
 
 // holdWrites makes the next writes of ts wait, from another connection,
-// until release is called: on SQLite it holds the file's write lock, on
-// PostgreSQL the advisory lock that adding pets takes (see lockAppends).
-// A held write gives up after 5 s (SQLite's busy timeout, or the batch
-// timeout on PostgreSQL), so a test uses it at once.
+// until release is called (at the latest when the test ends): on SQLite it
+// holds the file's write lock, on PostgreSQL a lock on the tables that every
+// write of the API changes first (reads go on). A held write gives up after
+// 5 s (SQLite's busy timeout, or the batch timeout on PostgreSQL), so a test
+// uses it at once.
 func (ts *testServer) holdWrites(t *testing.T) (release func()) {
 	t.Helper()
-	driver, lock, unlock := "sqlite", "BEGIN IMMEDIATE", "ROLLBACK"
+	driver, lock := "sqlite", []string{"BEGIN IMMEDIATE"}
 	if isPostgresURL(ts.DBPath) {
-		driver = "pgx"
-		lock = fmt.Sprintf("SELECT pg_advisory_lock(%d)", appendLockBase+int64(petsResource))
-		unlock = fmt.Sprintf("SELECT pg_advisory_unlock(%d)", appendLockBase+int64(petsResource))
+		driver, lock = "pgx", []string{"BEGIN", "LOCK TABLE pets, orders IN EXCLUSIVE MODE"}
 	}
 	db, err := sql.Open(driver, ts.DBPath)
 	if err != nil {
@@ -957,17 +956,21 @@ func (ts *testServer) holdWrites(t *testing.T) (release func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.ExecContext(t.Context(), lock); err != nil {
-		t.Fatal(err)
-	}
 	var once sync.Once
-	return func() {
+	release = func() {
 		once.Do(func() {
-			conn.ExecContext(context.Background(), unlock)
+			conn.ExecContext(context.Background(), "ROLLBACK")
 			conn.Close()
 			db.Close()
 		})
 	}
+	t.Cleanup(release)
+	for _, stmt := range lock {
+		if _, err := conn.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return release
 }
 
 // setReadOnly makes the writer of ts refuse every write, as a read-only

@@ -240,12 +240,21 @@ func (s *store) closeDB() error {
 }
 
 // failed counts a failed database operation and returns err wrapped with
-// what was being done, and marked with errUnavailable when PostgreSQL cannot
-// be reached.
+// what was being done. On PostgreSQL it also marks what the error says:
+// errUnwritable (a read-only database, a full disk), errDuplicateKey (a unique
+// violation), errUnavailable (the database cannot be reached).
 func (s *store) failed(what string, err error) error {
 	s.errors.Add(1)
 	err = fmt.Errorf("%s: %w", what, err)
-	if s.dialect == postgresDialect && postgresUnavailable(err) {
+	if s.dialect != postgresDialect {
+		return err
+	}
+	switch {
+	case postgresUnwritable(err):
+		return fmt.Errorf("%w: %w", errUnwritable, err)
+	case postgresDuplicate(err):
+		return fmt.Errorf("%w: %w", errDuplicateKey, err)
+	case postgresUnavailable(err):
 		return fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	return err
@@ -282,12 +291,6 @@ func (s *store) journalMode(ctx context.Context) (string, error) {
 // write simply tries again.
 func (s *store) failedWrite(what string, err error) error {
 	err = s.failed(what, err)
-	switch {
-	case postgresDuplicate(err):
-		return fmt.Errorf("%w: %w", errDuplicateKey, err)
-	case postgresUnwritable(err):
-		return fmt.Errorf("%w: %w", errUnwritable, err)
-	}
 	if se, ok := errors.AsType[*sqlite.Error](err); ok {
 		switch se.Code() & 0xff { // the primary result code, without the extended bits
 		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
