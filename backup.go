@@ -51,6 +51,9 @@ func envOr(getenv func(string) string, name, def string) string {
 // writer) and writes a compact copy. dst is created exclusively first, so an
 // existing file is never overwritten; VACUUM INTO accepts the empty file.
 func backupDatabase(ctx context.Context, src, dst string) error {
+	if isPostgresURL(src) {
+		return &configError{settingName("db"), fmt.Sprintf("%s is a PostgreSQL database; back it up with PostgreSQL's own tools, for example: pg_dump --format=custom --file=petstore.dump '%s' (restore with pg_restore)", redactDB(src), redactDB(src))}
+	}
 	if src == memoryDB {
 		return &configError{settingName("db"), "an in-memory database lives only inside its process and cannot be backed up"}
 	}

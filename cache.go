@@ -194,11 +194,28 @@ func newResponseCache(gens *generations, res resource, n int) *responseCache {
 	return &responseCache{gens: gens, res: res, slots: make([]atomic.Pointer[cacheEntry], n)}
 }
 
+// responseCache returns the cache of a read operation on res, of n slots.
+// On PostgreSQL it keeps nothing: every read goes to the database. Other
+// replicas write the same database, and this process learns of their commits
+// only by asking the database, which costs a round trip per request, as
+// much as the indexed read it would save; so a replica serves only what the
+// database says at the moment of the request, and a client that got a 2xx
+// from one replica sees the change on any other at once.
+func (s *store) responseCache(res resource, n int) *responseCache {
+	if s.dialect == postgresDialect {
+		return &responseCache{}
+	}
+	return newResponseCache(&s.generations, res, n)
+}
+
 // item returns the encoded answer for the row id, from the cache while it
 // is valid, or else from fill, whose answer it keeps. An error from fill
 // (the row does not exist, or the query failed) is returned and nothing is
 // kept.
 func (c *responseCache) item(id int64, fill func() ([]byte, error)) ([]byte, error) {
+	if c.slots == nil {
+		return fill()
+	}
 	key := cacheKey{id: id}
 	now := c.gens.stampFor(c.res, id)
 	if e := c.slot(key).Load(); e != nil && e.key == key && e.at.epoch == now.epoch && e.at.item == now.item {
@@ -215,6 +232,9 @@ func (c *responseCache) item(id int64, fill func() ([]byte, error)) ([]byte, err
 // page returns the encoded page for key, from the cache while it is valid,
 // or else from fill, whose answer it keeps unless fill fails.
 func (c *responseCache) page(key cacheKey, fill func() (cachedPage, error)) (cachedPage, error) {
+	if c.slots == nil {
+		return fill()
+	}
 	now := c.gens.stampFor(c.res, 0)
 	if e := c.slot(key).Load(); e != nil && e.key == key && e.at.epoch == now.epoch &&
 		e.at.changes == now.changes && (e.page.more || e.at.appends == now.appends) {

@@ -68,6 +68,9 @@ func statusOf(code string) int {
 	}
 }
 
+// retryAfterSeconds is the Retry-After of every 503.
+const retryAfterSeconds = "2"
+
 // apiError is an error the client is meant to see. It is also the JSON error
 // body of every non-2xx answer: {"code", "message", "status"}.
 type apiError struct {
@@ -94,8 +97,11 @@ func apiErrorOf(err error) *apiError {
 	if nf, ok := errors.AsType[*notFoundError](err); ok {
 		return errorf(codeNotFound, "%s", nf.Error())
 	}
-	if errors.Is(err, errUnwritable) {
+	switch {
+	case errors.Is(err, errUnwritable):
 		return errorf(codeUnavailable, "the change was not stored: the database cannot be written right now (disk full or read-only storage); reads still work; retry later")
+	case errors.Is(err, errUnavailable):
+		return errorf(codeUnavailable, "the database did not answer, so the request may not have been carried out; retry it in a few seconds (a create with the same Idempotency-Key is never carried out twice)")
 	}
 	return nil
 }
@@ -112,6 +118,11 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		e = errorf(codeInternal, "the server failed to complete the request; the failure has been logged")
 	case e.Status >= 500 && !errors.As(err, new(*apiError)):
 		log.WarnContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
+	}
+	if e.Code == codeUnavailable {
+		// RFC 9110, section 10.2.3: when to try again. The causes (a full
+		// disk, a database restarting) last seconds to minutes.
+		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
 	writeJSON(w, e.Status, e)
 }

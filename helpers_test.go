@@ -70,7 +70,7 @@ type serverConfig struct {
 	limits     limits
 	dbPath     string
 	keys       []string
-	sqliteOnly bool // the test reaches into SQLite itself
+	sqliteOnly bool // the test chose its database, or reaches into SQLite itself
 }
 
 // serverOption changes how newTestServer builds the server.
@@ -87,9 +87,10 @@ func withLimits(l limits) serverOption {
 }
 
 // atPath serves the database at path (a SQLite file, or a PostgreSQL URL)
-// instead of a fresh one.
+// instead of a fresh one; the test chose its database, so it does not run
+// again on PostgreSQL.
 func atPath(path string) serverOption {
-	return func(c *serverConfig) { c.dbPath = path; c.sqliteOnly = !isPostgresURL(path) }
+	return func(c *serverConfig) { c.dbPath = path; c.sqliteOnly = true }
 }
 
 // onSQLite marks a test that reaches into SQLite itself (its pragmas, its

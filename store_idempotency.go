@@ -81,10 +81,24 @@ WHERE idempotency_keys.created_at <= ?`),
 	return nil
 }
 
+// pruneLock is the PostgreSQL advisory lock of pruning.
+const pruneLock = 7_370_616_470
+
 // pruneIdempotencyKeys deletes the keys created at or before cutoff and
 // returns how many it deleted.
 func (s *store) pruneIdempotencyKeys(ctx context.Context, cutoff time.Time) (int64, error) {
 	return write(ctx, s, func(tx *txn) (int64, error) {
+		if s.dialect == postgresDialect {
+			// Every replica prunes; one at a time is enough. A replica that
+			// finds another pruning skips this round.
+			var got bool
+			if err := tx.tx.QueryRowContext(tx.ctx, "SELECT pg_try_advisory_xact_lock($1)", pruneLock).Scan(&got); err != nil {
+				return 0, tx.st.failedWrite("take the pruning lock", err)
+			}
+			if !got {
+				return 0, nil
+			}
+		}
 		res, err := tx.tx.ExecContext(tx.ctx, tx.st.dialect.sql("DELETE FROM idempotency_keys WHERE created_at <= ?"), cutoff.UnixMilli())
 		if err != nil {
 			return 0, tx.st.failedWrite("prune idempotency keys", err)

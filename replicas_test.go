@@ -1,0 +1,355 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// farFuture is a cutoff after every key's creation.
+var farFuture = time.Date(2100, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// These tests run replicas of the service on one PostgreSQL database, as a
+// shop behind a load balancer does: each replica is a store and handler of
+// its own (its own pools, writer, caches and in-flight keys) on the same
+// schema, so that nothing is shared but the database.
+
+// replicas starts n replicas on one fresh PostgreSQL schema.
+func replicas(t *testing.T, n int) ([]*testServer, string) {
+	t.Helper()
+	url := postgresSchema(t)
+	var rs []*testServer
+	for range n {
+		rs = append(rs, newTestServer(t, atPath(url)))
+	}
+	return rs, url
+}
+
+func TestReplicasReadTheirWritesOnTheOthers(t *testing.T) {
+	rs, _ := replicas(t, 2)
+	// Readers keep every read path busy on both replicas, as caches would
+	// be filled if there were any.
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for _, r := range rs {
+		for _, path := range []string{"/v1/pets?status=available", "/v1/pets/1", "/v1/store/orders?status=placed"} {
+			readers.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						r.do(t, "GET", path, "", nil)
+					}
+				}
+			})
+		}
+	}
+	defer func() { close(stop); readers.Wait() }()
+
+	for i := range 10 {
+		w, r := rs[i%2], rs[(i+1)%2] // write on one, read on the other
+		p := w.createPet(t, fmt.Sprint("pet-", i), 1, "available")
+		petPath := fmt.Sprintf("/v1/pets/%d", p.ID)
+		if got := decode[Pet](t, r.do(t, "GET", petPath, "", nil)); got != p {
+			t.Fatalf("create on one replica, getPet on the other: %v, want %v", got, p)
+		}
+		r.do(t, "GET", "/v1/pets?status=sold&limit=100", "", nil)
+		if res := w.do(t, "PATCH", petPath, `{"status":"sold"}`, nil); res.Status != http.StatusOK {
+			t.Fatalf("PATCH: %d", res.Status)
+		}
+		if got := decode[[]Pet](t, r.do(t, "GET", "/v1/pets?status=sold&limit=100", "", nil)); !slices.ContainsFunc(got, func(q Pet) bool { return q.ID == p.ID }) {
+			t.Fatalf("PATCH on one replica, the status filter on the other misses pet %d", p.ID)
+		}
+		w.do(t, "PATCH", petPath, `{"status":"available"}`, nil)
+		o := r.placeOrder(t, p.ID)
+		if got := decode[Pet](t, w.do(t, "GET", petPath, "", nil)); got.Status != "pending" {
+			t.Fatalf("order on one replica, getPet on the other: %v, want pending", got)
+		}
+		if res := w.setOrder(t, o.ID, "delivered"); res.Status != http.StatusOK {
+			t.Fatalf("deliver: %d", res.Status)
+		}
+		if got := decode[orderJSON](t, r.do(t, "GET", fmt.Sprintf("/v1/store/orders/%d", o.ID), "", nil)); got.Status != "delivered" {
+			t.Fatalf("deliver on one replica, getOrder on the other: %v", got)
+		}
+		if got := decode[Pet](t, r.do(t, "GET", petPath, "", nil)); got.Status != "sold" {
+			t.Fatalf("deliver on one replica, getPet on the other: %v, want sold", got)
+		}
+		q := r.createPet(t, "doomed", 1, "")
+		r.do(t, "GET", fmt.Sprintf("/v1/pets/%d", q.ID), "", nil)
+		if res := w.do(t, "DELETE", fmt.Sprintf("/v1/pets/%d", q.ID), "", nil); res.Status != http.StatusNoContent {
+			t.Fatalf("DELETE: %d", res.Status)
+		}
+		if res := r.do(t, "GET", fmt.Sprintf("/v1/pets/%d", q.ID), "", nil); res.Status != http.StatusNotFound {
+			t.Fatalf("DELETE on one replica, getPet on the other: %d, want 404", res.Status)
+		}
+	}
+}
+
+func TestOneIdempotencyKeySentToTwoReplicasAtOnceCreatesOnePet(t *testing.T) {
+	rs, _ := replicas(t, 2)
+	const keys = 20
+	answers := make([][2]response, keys)
+	var wg sync.WaitGroup
+	for k := range keys {
+		for i, r := range rs {
+			wg.Go(func() {
+				answers[k][i] = r.do(t, "POST", "/v1/pets", fmt.Sprintf(`{"name":"keyed-%d","categoryId":1}`, k), withIdempotencyKey(fmt.Sprint("k", k)))
+			})
+		}
+	}
+	wg.Wait()
+	byName := map[string]int{}
+	for _, p := range listAll[Pet](t, rs[0].URL, "/v1/pets?limit=100", nil, nil) {
+		byName[p.Name]++
+	}
+	for k, pair := range answers {
+		name := fmt.Sprint("keyed-", k)
+		if byName[name] != 1 {
+			t.Errorf("key k%d: %d pets named %s, want exactly 1", k, byName[name], name)
+		}
+		var created []Pet
+		for _, res := range pair {
+			switch res.Status {
+			case http.StatusCreated:
+				created = append(created, decode[Pet](t, res))
+			case http.StatusConflict:
+				wantError(t, res, http.StatusConflict, codeIdempotencyConflict)
+			default:
+				t.Errorf("key k%d: status %d, body %s; want 201 (first or replay) or 409", k, res.Status, res.Body)
+			}
+		}
+		if len(created) == 2 && created[0] != created[1] {
+			t.Errorf("key k%d: the two 201s name different pets: %v and %v", k, created[0], created[1])
+		}
+	}
+}
+
+func TestConcurrentOrdersOnTwoReplicasPlaceOne(t *testing.T) {
+	rs, _ := replicas(t, 2)
+	const pets, clients = 3, 12
+	for p := range pets {
+		pet := rs[0].createPet(t, fmt.Sprint("pet-", p), 1, "")
+		statuses := make([]int, clients)
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Go(func() {
+				statuses[c] = rs[c%2].do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, pet.ID), nil).Status
+			})
+		}
+		wg.Wait()
+		counts := map[int]int{}
+		for _, s := range statuses {
+			counts[s]++
+		}
+		if diff := cmp.Diff(map[int]int{201: 1, 409: clients - 1}, counts); diff != "" {
+			t.Errorf("pet %d: statuses mismatch (-want +got):\n%s", pet.ID, diff)
+		}
+	}
+}
+
+// TestPagingAcrossReplicasWhileTheyCreate walks the catalogue page by page,
+// switching replicas at every page, while both replicas add pets: every pet
+// that existed when paging began is listed exactly once, and no pet is
+// skipped: every pet in the catalogue afterwards with an id below the last
+// one the walk saw was listed (ids follow the commits, see lockAppends).
+func TestPagingAcrossReplicasWhileTheyCreate(t *testing.T) {
+	rs, _ := replicas(t, 2)
+	var before []Pet
+	for i := range 60 {
+		before = append(before, rs[i%2].createPet(t, fmt.Sprint("before-", i), 1, ""))
+	}
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	for w := range 4 {
+		writers.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+					rs[w%2].createPet(t, fmt.Sprintf("during-%d-%d", w, i), 1, "")
+				}
+			}
+		})
+	}
+	var seen []Pet
+	next := "/v1/pets?limit=7"
+	for page := 0; next != ""; page++ {
+		res := rs[page%2].do(t, "GET", next, "", nil)
+		seen = append(seen, decode[[]Pet](t, res)...)
+		next = ""
+		if link := res.Header.Get("Link"); link != "" && page < 40 {
+			next = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
+		}
+	}
+	close(stop)
+	writers.Wait()
+
+	count := map[int64]int{}
+	for _, p := range seen {
+		count[p.ID]++
+	}
+	for _, p := range before {
+		if count[p.ID] != 1 {
+			t.Errorf("pet %d, there when paging began, was listed %d times", p.ID, count[p.ID])
+		}
+	}
+	last := seen[len(seen)-1].ID
+	for _, p := range listAll[Pet](t, rs[0].URL, "/v1/pets?limit=100", nil, nil) {
+		if p.ID <= last && count[p.ID] != 1 {
+			t.Errorf("pet %d (%s) was skipped: the walk reached id %d but never listed it", p.ID, p.Name, last)
+		}
+	}
+	t.Logf("walked %d pets up to id %d while both replicas created", len(seen), last)
+}
+
+func TestReplicasStartingTogetherOnAnEmptyDatabaseAllMigrate(t *testing.T) {
+	url := postgresSchema(t)
+	const n = 4
+	errs := make([]error, n)
+	stores := make([]*store, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { stores[i], errs[i] = openStore(t.Context(), url, 0) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replica %d: %v", i, err)
+			continue
+		}
+		stores[i].Close()
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var versions []int
+	rows, err := db.QueryContext(t.Context(), "SELECT version FROM schema_migrations ORDER BY version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		rows.Scan(&v)
+		versions = append(versions, v)
+	}
+	want, err := loadMigrations(migrationFiles, postgresDialect.migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != len(want) {
+		t.Errorf("versions recorded: %v, want each of 1 to %d once", versions, len(want))
+	}
+
+	t.Run("a schema newer than the binary is refused", func(t *testing.T) {
+		if _, err := db.ExecContext(t.Context(), "INSERT INTO schema_migrations (version, name) VALUES (999, '0999_future.sql')"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := openStore(t.Context(), url, 0); !errors.Is(err, errSchemaTooNew) {
+			t.Errorf("openStore = %v, want errSchemaTooNew", err)
+		}
+	})
+}
+
+// TestMigrationsMatchOnBothBackends keeps the two lists of migrations in
+// step: the same numbers and names, so that a schema version means the same
+// change on either database.
+func TestMigrationsMatchOnBothBackends(t *testing.T) {
+	names := func(d dialect) []string {
+		ms, err := loadMigrations(migrationFiles, d.migrations)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.name)
+		}
+		return out
+	}
+	if diff := cmp.Diff(names(sqliteDialect), names(postgresDialect)); diff != "" {
+		t.Errorf("migrations of SQLite (-) and PostgreSQL (+) differ:\n%s", diff)
+	}
+}
+
+func TestIdempotencyKeysArePrunedByEveryReplicaWithoutConflict(t *testing.T) {
+	rs, _ := replicas(t, 3)
+	rs[0].do(t, "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`, withIdempotencyKey("old"))
+	var wg sync.WaitGroup
+	counts := make([]int64, len(rs))
+	errs := make([]error, len(rs))
+	for i, r := range rs {
+		wg.Go(func() {
+			// A cutoff in the future: every key has expired.
+			counts[i], errs[i] = r.Store.pruneIdempotencyKeys(t.Context(), farFuture)
+		})
+	}
+	wg.Wait()
+	var total int64
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replica %d: %v", i, err)
+		}
+		total += counts[i]
+	}
+	if total != 1 {
+		t.Errorf("the replicas deleted %d keys in all, want 1", total)
+	}
+}
+
+// TestIdsCommitInTheirOrderAcrossReplicas holds one replica's batch open
+// after it took an id, and shows that another replica's create waits for it
+// (on the append lock) instead of committing a higher id first, which a
+// client paging between the two commits would skip.
+func TestIdsCommitInTheirOrderAcrossReplicas(t *testing.T) {
+	rs, url := replicas(t, 2)
+	a, b := rs[0], rs[1]
+	inserted, release := make(chan Pet), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseHeld := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseHeld) // before the stores close, whatever fails
+	held := make(chan error, 1)
+	go func() {
+		_, err := write(t.Context(), a.Store, func(tx *txn) (Pet, error) {
+			p, err := tx.insertPet(newPet{"held", 1, "available"})
+			if err == nil {
+				inserted <- p
+				<-release
+			}
+			return p, err
+		})
+		held <- err
+	}()
+	first := <-inserted
+	second := make(chan Pet, 1)
+	go func() { second <- b.createPet(t, "second", 1, "") }()
+
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	eventually(t, "the second replica's create waits for the append lock", func() bool {
+		var waiting int
+		db.QueryRowContext(t.Context(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting)
+		return waiting > 0
+	})
+	releaseHeld()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if p := <-second; p.ID <= first.ID {
+		t.Errorf("the second replica's pet got id %d, not above the held one's %d", p.ID, first.ID)
+	}
+}
