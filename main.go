@@ -105,7 +105,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 		log.Info("seeded", "file", cfg.seedFile, "pets", n, "skipped", n == 0)
 	}
-	journal, err := st.journalMode(ctx)
+	journal, err := st.journalMode(ctx) // "" on PostgreSQL
 	if err != nil {
 		return err
 	}

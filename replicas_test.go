@@ -2,12 +2,14 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -352,4 +354,208 @@ func TestIdsCommitInTheirOrderAcrossReplicas(t *testing.T) {
 	if p := <-second; p.ID <= first.ID {
 		t.Errorf("the second replica's pet got id %d, not above the held one's %d", p.ID, first.ID)
 	}
+}
+
+// loadResult is what one request of a load test got.
+type loadResult struct {
+	status     int
+	code       string
+	retryAfter string
+	took       time.Duration
+	err        error
+	created    *Pet // the pet of an acknowledged create
+}
+
+// sendLoad sends creates (each with a unique Idempotency-Key) and reads to
+// the replicas in turn, from several clients, until stop is closed.
+func sendLoad(t *testing.T, urls []string, clients int, stop <-chan struct{}) []loadResult {
+	t.Helper()
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	results := make([][]loadResult, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				url := urls[(c+i)%len(urls)]
+				start := time.Now()
+				var res response
+				var err error
+				if i%4 == 0 {
+					key := fmt.Sprintf("load-%d-%d", c, i)
+					res, err = send(client, "POST", url+"/v1/pets", fmt.Sprintf(`{"name":%q,"categoryId":1}`, key), key)
+				} else {
+					res, err = send(client, "GET", url+"/v1/pets?limit=5&status=available", "", "")
+				}
+				r := loadResult{status: res.Status, retryAfter: res.Header.Get("Retry-After"), took: time.Since(start), err: err}
+				if err == nil && res.Status >= 400 {
+					var e apiError
+					json.Unmarshal(res.Body, &e)
+					r.code = e.Code
+				}
+				if err == nil && res.Status == http.StatusCreated {
+					var p Pet
+					json.Unmarshal(res.Body, &p)
+					r.created = &p
+				}
+				results[c] = append(results[c], r)
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Concat(results...)
+}
+
+// TestPostgresStoppedUnderLoad stops the database under two replicas while
+// clients keep sending, then starts it again: meanwhile every request that
+// needs it answers 503 unavailable with Retry-After, within 10 s, and never
+// another 5xx; /readyz is 503 and /healthz 200; once it is back, every
+// replica serves again without a restart, and no acknowledged create is lost.
+func TestPostgresStoppedUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops and starts a database")
+	}
+	c, err := startPostgresCluster()
+	missingPart(t, "the PostgreSQL fault test", enablePostgres, err)
+	t.Cleanup(c.remove)
+	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": c.url("postgres"), "PETSTORE_API_KEYS": testKey}
+	var urls []string
+	for range 2 {
+		urls = append(urls, startRun(t, env, "-log-format", "json").URL)
+	}
+	stop := make(chan struct{})
+	done := make(chan []loadResult)
+	go func() { done <- sendLoad(t, urls, 6, stop) }()
+
+	waitFor := func(what string, within time.Duration, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for !cond() {
+			if time.Now().After(deadline) {
+				close(stop)
+				<-done
+				t.Fatalf("not within %v: %s", within, what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	status := func(url, path string) int { return doRequest(t, url, "GET", path, "", nil).Status }
+	waitFor("some creates acknowledged before the stop", 10*time.Second, func() bool { return status(urls[0], "/v1/pets?limit=1") == http.StatusOK })
+
+	c.stop()
+	stoppedAt := time.Now()
+	for _, url := range urls {
+		waitFor("/readyz answers 503 while the database is down", 10*time.Second, func() bool { return status(url, "/readyz") == http.StatusServiceUnavailable })
+		if got := status(url, "/healthz"); got != http.StatusOK {
+			t.Errorf("/healthz = %d while the database is down, want 200: the process is alive", got)
+		}
+		res := doRequest(t, url, "GET", "/v1/pets", "", nil)
+		wantError(t, res, http.StatusServiceUnavailable, codeUnavailable, "retry")
+		if res.Header.Get("Retry-After") == "" {
+			t.Errorf("a 503 without Retry-After")
+		}
+	}
+	t.Logf("every replica reported the database down %v after it stopped", time.Since(stoppedAt).Round(time.Millisecond))
+
+	if err := c.start(); err != nil {
+		t.Fatal(err)
+	}
+	restartedAt := time.Now()
+	for _, url := range urls {
+		waitFor("the replica serves again within 30 s of the database's return", 30*time.Second, func() bool {
+			return doRequest(t, url, "POST", "/v1/pets", `{"name":"after","categoryId":1}`, nil).Status == http.StatusCreated &&
+				status(url, "/readyz") == http.StatusOK
+		})
+	}
+	t.Logf("every replica served again %v after the database returned", time.Since(restartedAt).Round(time.Millisecond))
+	close(stop)
+	results := <-done
+
+	counts := map[string]int{}
+	var acked []Pet
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			t.Errorf("a request failed without an answer: %v", r.err)
+		case r.status >= 500 && (r.status != http.StatusServiceUnavailable || r.code != codeUnavailable):
+			t.Errorf("status %d (%s): only 503 unavailable may answer while the database is down", r.status, r.code)
+		case r.status == http.StatusServiceUnavailable && r.retryAfter == "":
+			t.Errorf("a 503 without Retry-After")
+		}
+		if r.took > 10*time.Second {
+			t.Errorf("a request took %v, over 10 s", r.took)
+		}
+		if r.created != nil {
+			acked = append(acked, *r.created)
+		}
+		counts[fmt.Sprint(r.status)]++
+	}
+	t.Logf("statuses over the outage: %v", counts)
+	stored := map[int64]Pet{}
+	for _, p := range listAll[Pet](t, urls[1], "/v1/pets?limit=100", nil, nil) {
+		stored[p.ID] = p
+	}
+	for _, p := range acked {
+		if stored[p.ID] != p {
+			t.Errorf("acknowledged pet %v is lost (stored: %v)", p, stored[p.ID])
+		}
+	}
+	t.Logf("%d acknowledged creates, all stored", len(acked))
+}
+
+// TestSIGKILLOfOneReplica kills one of two replicas (real processes on one
+// database) while clients use both: the other keeps serving without a single
+// failed request, and nothing the killed one acknowledged is lost.
+func TestSIGKILLOfOneReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	url := postgresSchema(t)
+	bin := buildBinary(t)
+	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + url, "PETSTORE_API_KEYS=" + testKey}
+	victim, survivor := startBinary(t, bin, env...), startBinary(t, bin, env...)
+
+	stopVictim, stopSurvivor := make(chan struct{}), make(chan struct{})
+	victimDone, survivorDone := make(chan []loadResult), make(chan []loadResult)
+	go func() { victimDone <- sendLoad(t, []string{victim.URL}, 4, stopVictim) }()
+	go func() { survivorDone <- sendLoad(t, []string{survivor.URL}, 4, stopSurvivor) }()
+	killed, _ := signalAtRandom(victim.Cmd, syscall.SIGKILL, 300*time.Millisecond, 500*time.Millisecond)
+	<-killed
+	close(stopVictim)
+	victimResults := <-victimDone
+	victim.Cmd.Wait()
+	// The survivor keeps serving a while after the kill.
+	afterKill := time.Now()
+	for time.Since(afterKill) < 500*time.Millisecond {
+		if res := doRequest(t, survivor.URL, "GET", "/readyz", "", nil); res.Status != http.StatusOK {
+			t.Errorf("the survivor's /readyz = %d after the kill", res.Status)
+		}
+	}
+	close(stopSurvivor)
+	survivorResults := <-survivorDone
+
+	for _, r := range survivorResults {
+		if r.err != nil || (r.status != http.StatusOK && r.status != http.StatusCreated) {
+			t.Errorf("the survivor failed a request: status %d (%s), %v", r.status, r.code, r.err)
+		}
+	}
+	stored := map[int64]Pet{}
+	for _, p := range listAll[Pet](t, survivor.URL, "/v1/pets?limit=100", nil, nil) {
+		stored[p.ID] = p
+	}
+	var acked int
+	for _, r := range slices.Concat(victimResults, survivorResults) {
+		if r.created != nil {
+			acked++
+			if stored[r.created.ID] != *r.created {
+				t.Errorf("acknowledged pet %v is lost", *r.created)
+			}
+		}
+	}
+	t.Logf("%d requests to the survivor, all answered; %d acknowledged creates, all stored", len(survivorResults), acked)
 }

@@ -273,9 +273,12 @@ func (s *store) ping(ctx context.Context) error {
 	return nil
 }
 
-// journalMode reports the journal mode in force ("wal", or "memory" for
-// :memory:), for the start-up log.
+// journalMode reports SQLite's journal mode in force ("wal", or "memory" for
+// :memory:), for the start-up log; PostgreSQL has none.
 func (s *store) journalMode(ctx context.Context) (string, error) {
+	if s.dialect == postgresDialect {
+		return "", nil
+	}
 	var mode string
 	if err := s.reader.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return "", s.failed("read journal mode", err)
