@@ -149,7 +149,7 @@ func (e PetStatus) Valid() bool {
 	}
 }
 
-// CategoryId The category's id, stored as given (there is no category resource).
+// CategoryId The category's id, stored as given (there is no category resource). A JavaScript client reads it exactly only up to 9007199254740991 (2^53 - 1): see the note on integers in the API's description.
 type CategoryId = int64
 
 // Error The body of every error answer.
@@ -192,7 +192,7 @@ type NewOrder struct {
 
 // NewPet A pet to add. The service assigns the id: sending `id`, or any other field, is 400.
 type NewPet struct {
-	// CategoryId The category's id, stored as given (there is no category resource).
+	// CategoryId The category's id, stored as given (there is no category resource). A JavaScript client reads it exactly only up to 9007199254740991 (2^53 - 1): see the note on integers in the API's description.
 	CategoryId CategoryId `json:"categoryId"`
 
 	// Name 1 to 100 characters (Unicode code points), not only white space, with no control character and no U+FFFD. Stored exactly as sent.
@@ -231,7 +231,7 @@ type OrderUpdate struct {
 
 // Pet A pet as the service returns it: a NewPet with its id. `status` is always present.
 type Pet struct {
-	// CategoryId The category's id, stored as given (there is no category resource).
+	// CategoryId The category's id, stored as given (there is no category resource). A JavaScript client reads it exactly only up to 9007199254740991 (2^53 - 1): see the note on integers in the API's description.
 	CategoryId CategoryId `json:"categoryId"`
 
 	// Id Assigned by the service; ids only grow and are never reused.
@@ -249,7 +249,7 @@ type PetName = string
 
 // PetPatch A JSON Merge Patch (RFC 7396) of a pet: the fields it has replace the pet's, the others keep their values, and `{}` changes nothing. No field may be `null`: every field of a pet is required, so none can be removed. The service assigns the id: sending `id`, or any other field, is 400.
 type PetPatch struct {
-	// CategoryId The category's id, stored as given (there is no category resource).
+	// CategoryId The category's id, stored as given (there is no category resource). A JavaScript client reads it exactly only up to 9007199254740991 (2^53 - 1): see the note on integers in the API's description.
 	CategoryId *CategoryId `json:"categoryId,omitempty"`
 
 	// Name 1 to 100 characters (Unicode code points), not only white space, with no control character and no U+FFFD. Stored exactly as sent.
