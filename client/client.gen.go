@@ -89,6 +89,24 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for HealthState.
+const (
+	Ok    HealthState = "ok"
+	Ready HealthState = "ready"
+)
+
+// Valid indicates whether the value is a known member of the HealthState enum.
+func (e HealthState) Valid() bool {
+	switch e {
+	case Ok:
+		return true
+	case Ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OrderStatus.
 const (
 	Cancelled OrderStatus = "cancelled"
@@ -131,7 +149,7 @@ func (e PetStatus) Valid() bool {
 	}
 }
 
-// CategoryId The category's id, stored as given (there is no category resource).
+// CategoryId The category's id, stored as given (there is no category resource). A JavaScript client reads it exactly only up to 9007199254740991 (2^53 - 1): see the note on integers in the API's description.
 type CategoryId = int64
 
 // Error The body of every error answer.
@@ -143,16 +161,28 @@ type Error struct {
 	Message string `json:"message"`
 
 	// Status The HTTP status of the answer.
-	Status int32 `json:"status"`
+	Status ErrorStatus `json:"status"`
 }
 
 // ErrorCode What went wrong, for programs to switch on. The set is fixed; each code travels with one status.
 type ErrorCode string
 
+// ErrorStatus The HTTP status of the answer.
+type ErrorStatus = int32
+
+// HealthState What a health check found: `ok` (getHealth: the process serves HTTP) or `ready` (getReadiness: the database answers).
+type HealthState string
+
 // HealthStatus The body of a successful health or readiness check.
 type HealthStatus struct {
-	Status string `json:"status"`
+	// Status What a health check found: `ok` (getHealth: the process serves HTTP) or `ready` (getReadiness: the database answers).
+	Status HealthState `json:"status"`
 }
+
+// IdempotencyKey An Idempotency-Key: printable ASCII, bare (`order-4711`) or as an RFC 8941 quoted string (`"order-4711"`, in which `\"` and `\\` stand for `"` and `\`), 1 to 255 characters once unquoted. The two forms name the same key; a bare key does not start with `"` or a space. The pattern is the exact rule: `""` (empty once unquoted) and 256 characters are refused, and a quoted key with escapes may take up to 512 on the wire.
+//
+// Examples: 8e03978e-40d5-43e8-bc93-6894a57f9324
+type IdempotencyKey = string
 
 // NewOrder An order to place: the pet it sells. The service assigns the id: sending `id`, or any other field, is 400.
 type NewOrder struct {
@@ -162,7 +192,7 @@ type NewOrder struct {
 
 // NewPet A pet to add. The service assigns the id: sending `id`, or any other field, is 400.
 type NewPet struct {
-	// CategoryId The category's id, stored as given (there is no category resource).
+	// CategoryId The category's id, stored as given (there is no category resource). A JavaScript client reads it exactly only up to 9007199254740991 (2^53 - 1): see the note on integers in the API's description.
 	CategoryId CategoryId `json:"categoryId"`
 
 	// Name 1 to 100 characters (Unicode code points), not only white space, with no control character and no U+FFFD. Stored exactly as sent.
@@ -201,7 +231,7 @@ type OrderUpdate struct {
 
 // Pet A pet as the service returns it: a NewPet with its id. `status` is always present.
 type Pet struct {
-	// CategoryId The category's id, stored as given (there is no category resource).
+	// CategoryId The category's id, stored as given (there is no category resource). A JavaScript client reads it exactly only up to 9007199254740991 (2^53 - 1): see the note on integers in the API's description.
 	CategoryId CategoryId `json:"categoryId"`
 
 	// Id Assigned by the service; ids only grow and are never reused.
@@ -219,7 +249,7 @@ type PetName = string
 
 // PetPatch A JSON Merge Patch (RFC 7396) of a pet: the fields it has replace the pet's, the others keep their values, and `{}` changes nothing. No field may be `null`: every field of a pet is required, so none can be removed. The service assigns the id: sending `id`, or any other field, is 400.
 type PetPatch struct {
-	// CategoryId The category's id, stored as given (there is no category resource).
+	// CategoryId The category's id, stored as given (there is no category resource). A JavaScript client reads it exactly only up to 9007199254740991 (2^53 - 1): see the note on integers in the API's description.
 	CategoryId *CategoryId `json:"categoryId,omitempty"`
 
 	// Name 1 to 100 characters (Unicode code points), not only white space, with no control character and no U+FFFD. Stored exactly as sent.
@@ -235,74 +265,191 @@ type PetStatus string
 // Timestamp An instant, RFC 3339 in UTC with milliseconds, such as `2026-05-01T09:30:00.000Z`.
 type Timestamp = time.Time
 
-// IdempotencyKey defines model for IdempotencyKey.
-type IdempotencyKey = string
-
 // OrderId defines model for OrderId.
 type OrderId = int64
 
 // PetId defines model for PetId.
 type PetId = int64
 
-// CannotWrite The body of every error answer.
-type CannotWrite = Error
+// CannotWrite defines model for CannotWrite.
+type CannotWrite struct {
+	Code ErrorCode `json:"code"`
 
-// CreateInvalid The body of every error answer.
-type CreateInvalid = Error
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
 
-// IdempotencyConflict The body of every error answer.
-type IdempotencyConflict = Error
+// CreateInvalid defines model for CreateInvalid.
+type CreateInvalid struct {
+	Code ErrorCode `json:"code"`
 
-// IdempotencyMismatch The body of every error answer.
-type IdempotencyMismatch = Error
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
 
-// Internal The body of every error answer.
-type Internal = Error
+// IdempotencyConflict defines model for IdempotencyConflict.
+type IdempotencyConflict struct {
+	Code ErrorCode `json:"code"`
 
-// InvalidBody The body of every error answer.
-type InvalidBody = Error
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
 
-// InvalidParameter The body of every error answer.
-type InvalidParameter = Error
+// IdempotencyMismatch defines model for IdempotencyMismatch.
+type IdempotencyMismatch struct {
+	Code ErrorCode `json:"code"`
 
-// InvalidTransition The body of every error answer.
-type InvalidTransition = Error
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
 
-// OrderNotFound The body of every error answer.
-type OrderNotFound = Error
+// Internal defines model for Internal.
+type Internal struct {
+	Code ErrorCode `json:"code"`
 
-// PatchUnsupportedMediaType The body of every error answer.
-type PatchUnsupportedMediaType = Error
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
 
-// PayloadTooLarge The body of every error answer.
-type PayloadTooLarge = Error
+// InvalidBody defines model for InvalidBody.
+type InvalidBody struct {
+	Code ErrorCode `json:"code"`
 
-// PetHasOpenOrder The body of every error answer.
-type PetHasOpenOrder = Error
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
 
-// PetHasOrders The body of every error answer.
-type PetHasOrders = Error
+// InvalidParameter defines model for InvalidParameter.
+type InvalidParameter struct {
+	Code ErrorCode `json:"code"`
 
-// PetNotFound The body of every error answer.
-type PetNotFound = Error
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
 
-// PlaceOrderConflict The body of every error answer.
-type PlaceOrderConflict = Error
+// InvalidTransition defines model for InvalidTransition.
+type InvalidTransition struct {
+	Code ErrorCode `json:"code"`
 
-// PlaceOrderUnprocessable The body of every error answer.
-type PlaceOrderUnprocessable = Error
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
 
-// RateLimited The body of every error answer.
-type RateLimited = Error
+// OrderNotFound defines model for OrderNotFound.
+type OrderNotFound struct {
+	Code ErrorCode `json:"code"`
 
-// Unauthorized The body of every error answer.
-type Unauthorized = Error
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
 
-// Unavailable The body of every error answer.
-type Unavailable = Error
+// PatchUnsupportedMediaType defines model for PatchUnsupportedMediaType.
+type PatchUnsupportedMediaType struct {
+	Code ErrorCode `json:"code"`
 
-// UnsupportedMediaType The body of every error answer.
-type UnsupportedMediaType = Error
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
+// PayloadTooLarge defines model for PayloadTooLarge.
+type PayloadTooLarge struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
+// PetHasOpenOrder defines model for PetHasOpenOrder.
+type PetHasOpenOrder struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
+// PetHasOrders defines model for PetHasOrders.
+type PetHasOrders struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
+// PetNotFound defines model for PetNotFound.
+type PetNotFound struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
+// PlaceOrderConflict defines model for PlaceOrderConflict.
+type PlaceOrderConflict struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
+// PlaceOrderUnprocessable defines model for PlaceOrderUnprocessable.
+type PlaceOrderUnprocessable struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
+// RateLimited defines model for RateLimited.
+type RateLimited struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
+// Unauthorized defines model for Unauthorized.
+type Unauthorized struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
+// Unavailable defines model for Unavailable.
+type Unavailable struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
+// UnsupportedMediaType defines model for UnsupportedMediaType.
+type UnsupportedMediaType struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
 
 // GetOpenAPIDocumentParams defines parameters for GetOpenAPIDocument.
 type GetOpenAPIDocumentParams struct {
@@ -1884,13 +2031,17 @@ type GetHealthResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *HealthStatus
+	JSON200 *struct {
+		Status HealthState `json:"status"`
+	}
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetHealthResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetHealthResponse) GetJSON200() *HealthStatus {
+func (r GetHealthResponse) GetJSON200() *struct {
+	Status HealthState `json:"status"`
+} {
 	return r.JSON200
 }
 
@@ -2018,7 +2169,12 @@ type GetOpenAPIDocumentResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Openapi string `json:"openapi"`
+		Info struct {
+			Title   string `json:"title"`
+			Version string `json:"version"`
+		} `json:"info"`
+		Openapi string                 `json:"openapi"`
+		Paths   map[string]interface{} `json:"paths"`
 	}
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetOpenAPIDocumentResponse200Headers
@@ -2028,7 +2184,12 @@ type GetOpenAPIDocumentResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetOpenAPIDocumentResponse) GetJSON200() *struct {
-	Openapi string `json:"openapi"`
+	Info struct {
+		Title   string `json:"title"`
+		Version string `json:"version"`
+	} `json:"info"`
+	Openapi string                 `json:"openapi"`
+	Paths   map[string]interface{} `json:"paths"`
 } {
 	return r.JSON200
 }
@@ -2557,15 +2718,45 @@ type GetPetResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Pet
 	// JSON401 the response for an HTTP 401 `application/json` response
-	JSON401 *Error
+	JSON401 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
-	JSON404 *Error
+	JSON404 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON410 the response for an HTTP 410 `application/json` response
-	JSON410 *Error
+	JSON410 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
-	JSON429 *Error
+	JSON429 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON500 the response for an HTTP 500 `application/json` response
-	JSON500 *Error
+	JSON500 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetPetResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -2586,27 +2777,57 @@ func (r GetPetResponse) GetJSON200() *Pet {
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetPetResponse) GetJSON401() *Error {
+func (r GetPetResponse) GetJSON401() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
 	return r.JSON401
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r GetPetResponse) GetJSON404() *Error {
+func (r GetPetResponse) GetJSON404() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
 	return r.JSON404
 }
 
 // GetJSON410 returns the response for an HTTP 410 `application/json` response
-func (r GetPetResponse) GetJSON410() *Error {
+func (r GetPetResponse) GetJSON410() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
 	return r.JSON410
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetPetResponse) GetJSON429() *Error {
+func (r GetPetResponse) GetJSON429() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
 	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetPetResponse) GetJSON500() *Error {
+func (r GetPetResponse) GetJSON500() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
 	return r.JSON500
 }
 
@@ -2841,7 +3062,9 @@ type GetReadinessResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *HealthStatus
+	JSON200 *struct {
+		Status HealthState `json:"status"`
+	}
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -2851,7 +3074,9 @@ type GetReadinessResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetReadinessResponse) GetJSON200() *HealthStatus {
+func (r GetReadinessResponse) GetJSON200() *struct {
+	Status HealthState `json:"status"`
+} {
 	return r.JSON200
 }
 
@@ -3820,7 +4045,9 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest HealthStatus
+		var dest struct {
+			Status HealthState `json:"status"`
+		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3975,7 +4202,12 @@ func ParseGetOpenAPIDocumentResponse(rsp *http.Response) (*GetOpenAPIDocumentRes
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Openapi string `json:"openapi"`
+			Info struct {
+				Title   string `json:"title"`
+				Version string `json:"version"`
+			} `json:"info"`
+			Openapi string                 `json:"openapi"`
+			Paths   map[string]interface{} `json:"paths"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -4716,35 +4948,65 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Error
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest Error
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
-		var dest Error
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON410 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest Error
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest Error
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -5291,7 +5553,9 @@ func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest HealthStatus
+		var dest struct {
+			Status HealthState `json:"status"`
+		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
