@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -995,4 +996,88 @@ func (ts *testServer) exec(t *testing.T, query string, args ...any) error {
 	t.Helper()
 	_, err := ts.Store.writer.ExecContext(t.Context(), ts.Store.dialect.sql(query), args...)
 	return err
+}
+
+// tcpProxy forwards the connections it accepts on 127.0.0.1 to target,
+// until cut, which closes them all and refuses new ones: to a client behind
+// it, the server at target stops answering.
+type tcpProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+// newTCPProxy starts a proxy to target (host:port), closed when the test ends.
+func newTCPProxy(t testing.TB, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.cut)
+	return p
+}
+
+// cut closes every connection and refuses new ones.
+func (p *tcpProxy) cut() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// unreachableServer returns a server whose PostgreSQL database stopped
+// answering after it started: its connections go through a proxy that is then
+// cut. Without PostgreSQL, it returns false (and fails the test in CI), after
+// recording the part of the test that cannot run.
+func unreachableServer(t *testing.T) (*testServer, bool) {
+	t.Helper()
+	if _, err := sharedPostgres(); err != nil {
+		if os.Getenv(ciVariable) != "" {
+			t.Fatalf("an unreachable database needs PostgreSQL: %v; %s=1 means every part must run", err, ciVariable)
+		}
+		noteSkipped(fmt.Sprintf("skipped the answers of an unreachable database in %s (%v); to run them: %s", t.Name(), err, enablePostgres))
+		return nil, false
+	}
+	u, err := url.Parse(postgresSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newTCPProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	ts := newTestServer(t, atPath(u.String()))
+	proxy.cut()
+	return ts, true
+}
+
+// noteSkipped records a line for the end of the run, like missingPart, for
+// a part of a test that cannot run here while the rest of the test does.
+func noteSkipped(line string) {
+	skippedParts.mu.Lock()
+	defer skippedParts.mu.Unlock()
+	if !slices.Contains(skippedParts.lines, line) {
+		skippedParts.lines = append(skippedParts.lines, line)
+	}
 }
