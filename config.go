@@ -106,12 +106,15 @@ func usage(fs *flag.FlagSet) {
 	w := fs.Output()
 	fmt.Fprint(w, "Usage:\n"+
 		"  petstore [flags]                  serve the API\n"+
-		"  petstore backup -db FILE OUT.db   copy a live database consistently to OUT.db\n"+
+		"  petstore backup -db FILE OUT.db   copy a live SQLite database consistently to OUT.db\n"+
+		"  petstore copy -from SRC -to DST   move pets, orders and idempotency records, ids kept, between\n"+
+		"                                    databases (SQLite files or postgres:// URLs)\n"+
 		"  petstore hash-key                 read a key on stdin, print its sha256: line for a key file\n"+
 		"  petstore version (or -version)    print the module version, VCS revision and Go release\n\n"+
 		"Every flag can also be set by its variable; a flag wins over its variable.\n"+
 		"API keys also come from PETSTORE_API_KEYS (comma-separated); with none at all, a key is generated, kept beside\n"+
-		"the database file (a new one per run for :memory:) and printed at start (with -log-format json, only its file).\n\n")
+		"the database file (a new one per run for :memory:) and printed at start (with -log-format json, only its file).\n"+
+		"On PostgreSQL (-db postgres://...) keys must be configured: every replica must accept the same ones.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "flag\tvariable\tdefault\tmeaning")
 	fs.VisitAll(func(f *flag.Flag) {

@@ -51,6 +51,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		switch args[0] {
 		case "backup":
 			return runBackup(ctx, args[1:], getenv, stdout, stderr)
+		case "copy":
+			return runCopy(ctx, args[1:], stdout, stderr)
 		case "hash-key":
 			return hashKey(stdin, stdout)
 		case "version":
