@@ -1081,3 +1081,48 @@ func noteSkipped(line string) {
 		skippedParts.lines = append(skippedParts.lines, line)
 	}
 }
+
+// dbFor is the -db of a test that starts the service itself (with startRun
+// or startBinary) and may run on either backend: path, a SQLite file, in the
+// first run, which records the test to run again; in the PostgreSQL run, a
+// schema of its own, the same one for the same path within the test.
+func dbFor(t *testing.T, path string) string {
+	t.Helper()
+	if testBackend != "postgres" {
+		rerunOnPostgres(t)
+		return path
+	}
+	dbForSchemas.mu.Lock()
+	defer dbForSchemas.mu.Unlock()
+	if dbForSchemas.urls == nil {
+		dbForSchemas.urls = map[string]string{}
+	}
+	if u, ok := dbForSchemas.urls[path]; ok {
+		return u
+	}
+	u := postgresSchema(t)
+	dbForSchemas.urls[path] = u
+	return u
+}
+
+// dbForSchemas remembers the schema dbFor gave each path.
+var dbForSchemas struct {
+	mu   sync.Mutex
+	urls map[string]string
+}
+
+// openDB opens a database as a test reads it past the service: a SQLite
+// file or a PostgreSQL URL.
+func openDB(t *testing.T, db string) *sql.DB {
+	t.Helper()
+	driver := "sqlite"
+	if isPostgresURL(db) {
+		driver = "pgx"
+	}
+	conn, err := sql.Open(driver, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}

@@ -25,7 +25,7 @@ func TestMixedLoad(t *testing.T) {
 	}
 	env := map[string]string{
 		"PETSTORE_ADDR":     "127.0.0.1:0",
-		"PETSTORE_DB":       filepath.Join(t.TempDir(), "pets.db"),
+		"PETSTORE_DB":       dbFor(t, filepath.Join(t.TempDir(), "pets.db")),
 		"PETSTORE_API_KEYS": testKey,
 	}
 	rs := startRun(t, env, "-log-format", "json")

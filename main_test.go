@@ -18,7 +18,7 @@ import (
 func TestRunServesAndKeepsPetsAcrossRestarts(t *testing.T) {
 	env := map[string]string{
 		"PETSTORE_ADDR":     "127.0.0.1:0",
-		"PETSTORE_DB":       filepath.Join(t.TempDir(), "pets.db"),
+		"PETSTORE_DB":       dbFor(t, filepath.Join(t.TempDir(), "pets.db")),
 		"PETSTORE_API_KEYS": " " + testKey + " ,," + otherTestKey,
 	}
 	first := startRun(t, env)
