@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -558,4 +559,36 @@ func TestSIGKILLOfOneReplica(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests to the survivor, all answered; %d acknowledged creates, all stored", len(survivorResults), acked)
+}
+
+// TestThePostgreSQLPasswordIsNeverShown starts the service on a URL with a
+// password (the test cluster trusts every connection, so any password
+// works) and looks for it everywhere it could leak: the log, /metrics, and
+// the errors of a URL that cannot be reached or parsed.
+func TestThePostgreSQLPasswordIsNeverShown(t *testing.T) {
+	u, err := url.Parse(postgresSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const password = "Pa55-word-never-shown"
+	u.User = url.UserPassword("postgres", password)
+	rs := startRun(t, map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": u.String(), "PETSTORE_API_KEYS": testKey}, "-log-format", "json")
+	started := rs.Stderr.find(t, "INFO", "petstore started")
+	if len(started) != 1 || started[0].field("backend") != "postgres" || !strings.Contains(started[0].field("db"), "xxxxx") {
+		t.Errorf("the start-up record does not name the backend and the redacted URL: %v", started)
+	}
+	metrics := doRequest(t, rs.URL, "GET", "/metrics", "", nil)
+	rs.stop(t)
+	if strings.Contains(rs.Stderr.String(), password) || strings.Contains(string(metrics.Body), password) {
+		t.Errorf("the password appears in the log or the metrics")
+	}
+	for _, bad := range []string{
+		"postgres://postgres:" + password + "@127.0.0.1:1/petstore?connect_timeout=2", // nothing listens
+		"postgres://postgres:" + password + "@127.0.0.1:notaport/petstore",
+	} {
+		err := run(t.Context(), nil, mapEnv(map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": bad, "PETSTORE_API_KEYS": testKey}), strings.NewReader(""), &syncBuffer{}, &syncBuffer{})
+		if err == nil || strings.Contains(err.Error(), password) {
+			t.Errorf("start on %s: %v; want an error without the password", redactDB(bad), err)
+		}
+	}
 }
