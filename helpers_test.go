@@ -866,8 +866,13 @@ func sharedPostgres() (string, error) {
 	return testPostgres.url, testPostgres.err
 }
 
-// enablePostgres is how to make the PostgreSQL tests run on this machine.
-const enablePostgres = "apt-get install postgresql (the tests start a throwaway cluster themselves)"
+// The one line that says the PostgreSQL parts were skipped, and how to run
+// them: every part that needs PostgreSQL records the same line, so a run
+// without it prints it once.
+const (
+	postgresPart   = "every PostgreSQL part of the suite (its second run of the HTTP tests, replicas, faults, copy)"
+	enablePostgres = "apt-get install postgresql (the tests start throwaway clusters themselves)"
+)
 
 // postgresSchema returns the URL of a new, empty schema of the shared
 // cluster, for one test: each test gets its own tables. It skips the test
@@ -875,7 +880,7 @@ const enablePostgres = "apt-get install postgresql (the tests start a throwaway 
 func postgresSchema(t testing.TB) string {
 	t.Helper()
 	base, err := sharedPostgres()
-	missingPart(t, "the PostgreSQL tests", enablePostgres, err)
+	missingPart(t, postgresPart, enablePostgres, err)
 	db, err := sql.Open("pgx", base)
 	if err != nil {
 		t.Fatal(err)
@@ -912,9 +917,7 @@ func runOnPostgres() int {
 			fmt.Fprintf(os.Stderr, "the PostgreSQL half of the suite cannot run: %v; %s=1 means every part must run (%s)\n", err, ciVariable, enablePostgres)
 			return 1
 		}
-		skippedParts.mu.Lock()
-		skippedParts.lines = append(skippedParts.lines, fmt.Sprintf("skipped the PostgreSQL half of the suite (%v); to run it: %s", err, enablePostgres))
-		skippedParts.mu.Unlock()
+		noteSkipped(fmt.Sprintf("skipped %s (%v); to run it: %s", postgresPart, err, enablePostgres))
 		return 0
 	}
 	var args []string
@@ -1058,7 +1061,7 @@ func unreachableServer(t *testing.T) (*testServer, bool) {
 		if os.Getenv(ciVariable) != "" {
 			t.Fatalf("an unreachable database needs PostgreSQL: %v; %s=1 means every part must run", err, ciVariable)
 		}
-		noteSkipped(fmt.Sprintf("skipped the answers of an unreachable database in %s (%v); to run them: %s", t.Name(), err, enablePostgres))
+		noteSkipped(fmt.Sprintf("skipped %s (%v); to run it: %s", postgresPart, err, enablePostgres))
 		return nil, false
 	}
 	u, err := url.Parse(postgresSchema(t))

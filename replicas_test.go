@@ -422,7 +422,7 @@ func TestPostgresStoppedUnderLoad(t *testing.T) {
 		t.Skip("stops and starts a database")
 	}
 	c, err := startPostgresCluster()
-	missingPart(t, "the PostgreSQL fault test", enablePostgres, err)
+	missingPart(t, postgresPart, enablePostgres, err)
 	t.Cleanup(c.remove)
 	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": c.url("postgres"), "PETSTORE_API_KEYS": testKey}
 	var urls []string
