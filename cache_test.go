@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -280,21 +279,7 @@ func TestCachedReadsAlwaysMatchTheDatabase(t *testing.T) {
 // it changed: the very next request must see the change.
 func TestChangesAreSeenOnTheNextRequest(t *testing.T) {
 	ts := newTestServer(t)
-	stop := make(chan struct{})
-	var readers sync.WaitGroup
-	for _, path := range []string{"/v1/pets?status=sold", "/v1/store/orders?status=placed", "/v1/pets/1"} {
-		readers.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					ts.do(t, "GET", path, "", nil)
-				}
-			}
-		})
-	}
-	defer func() { close(stop); readers.Wait() }()
+	defer keepReading(t, []*testServer{ts}, "/v1/pets?status=sold", "/v1/store/orders?status=placed", "/v1/pets/1")()
 
 	listed := func(path string, id int64) bool {
 		return slices.ContainsFunc(decode[[]Pet](t, ts.do(t, "GET", path, "", nil)), func(p Pet) bool { return p.ID == id })

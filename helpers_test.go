@@ -1129,3 +1129,30 @@ func openDB(t *testing.T, db string) *sql.DB {
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
+
+// keepReading sends GETs of each path to each server, one goroutine per pair,
+// round and round, until the returned stop is called (at the latest when
+// the test ends): the readers that keep caches filling while a test writes.
+func keepReading(t *testing.T, servers []*testServer, paths ...string) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var readers sync.WaitGroup
+	for _, ts := range servers {
+		for _, path := range paths {
+			readers.Go(func() {
+				for {
+					select {
+					case <-done:
+						return
+					default:
+						ts.do(t, "GET", path, "", nil)
+					}
+				}
+			})
+		}
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); readers.Wait() }) }
+	t.Cleanup(stop)
+	return stop
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -41,57 +42,22 @@ func placeOrder(now func() time.Time, placed func()) creator {
 // handleListOrders serves listOrders: GET /v1/store/orders?limit=&status=&after=.
 // Pages are cached encoded (see cache.go).
 func handleListOrders(log *slog.Logger, st *store) http.Handler {
-	cache := st.responseCache(ordersResource, orderListSlots)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q, err := parseListQuery(r.URL.RawQuery, listOrdersSpec)
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		key := cacheKey{id: q.page.after, limit: q.page.limit, filter: q.status}
-		p, err := cache.page(key, func() (cachedPage, error) {
-			orders, err := st.listOrders(r.Context(), q.status, q.page)
-			if err != nil {
-				return cachedPage{}, err
-			}
-			p := cachedPage{body: ordersBody(orders.items), more: orders.more}
-			if orders.more {
-				p.link = listOrdersSpec.nextLink(q, orders.items[len(orders.items)-1].ID)
-			}
-			return p, nil
-		})
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		if p.link != "" {
-			w.Header().Set("Link", p.link)
-		}
-		writeBody(w, http.StatusOK, p.body)
-	})
+	return handleList(log, listOrdersSpec, st.responseCache(ordersResource, orderListSlots),
+		func(ctx context.Context, q listQuery) (page[Order], error) {
+			return st.listOrders(ctx, q.status, q.page)
+		},
+		ordersBody, func(o Order) int64 { return o.ID })
 }
 
 // handleGetOrder serves getOrder: GET /v1/store/orders/{orderId}. Found
 // orders are cached encoded (see cache.go).
 func handleGetOrder(log *slog.Logger, st *store) http.Handler {
-	cache := st.responseCache(ordersResource, orderCacheSlots)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := orderIDOf(w, r, log)
-		if !ok {
-			return
-		}
-		body, err := cache.item(id, func() ([]byte, error) {
-			o, err := st.getOrder(r.Context(), id)
-			if err != nil {
-				return nil, err
-			}
-			return orderBody(o), nil
-		})
+	return handleItem(log, st.responseCache(ordersResource, orderCacheSlots), orderIDOf, func(ctx context.Context, id int64) ([]byte, error) {
+		o, err := st.getOrder(ctx, id)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return nil, err
 		}
-		writeBody(w, http.StatusOK, body)
+		return orderBody(o), nil
 	})
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -48,47 +49,16 @@ type newPet struct {
 var listPetsSpec = listSpec{operation: "listPets", item: "pet", path: "/v1/pets", statuses: petStatuses, idFilter: true}
 
 // handleListPets serves listPets: GET /v1/pets?limit=&status=&id=&after=.
-// Pages are cached encoded (see cache.go), except those of the id filter,
-// whose lists of ids are too many to keep.
+// Pages are cached encoded (see cache.go), except those of the id filter.
 func handleListPets(log *slog.Logger, st *store) http.Handler {
-	cache := st.responseCache(petsResource, listCacheSlots)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q, err := parseListQuery(r.URL.RawQuery, listPetsSpec)
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		fill := func() (cachedPage, error) {
-			var pets page[Pet]
+	return handleList(log, listPetsSpec, st.responseCache(petsResource, listCacheSlots),
+		func(ctx context.Context, q listQuery) (page[Pet], error) {
 			if q.ids != nil {
-				pets, err = st.listPetsByID(r.Context(), q.ids, q.status, q.page)
-			} else {
-				pets, err = st.listPets(r.Context(), q.status, q.page)
+				return st.listPetsByID(ctx, q.ids, q.status, q.page)
 			}
-			if err != nil {
-				return cachedPage{}, err
-			}
-			p := cachedPage{body: petsBody(pets.items), more: pets.more}
-			if pets.more {
-				p.link = listPetsSpec.nextLink(q, pets.items[len(pets.items)-1].ID)
-			}
-			return p, nil
-		}
-		var p cachedPage
-		if q.ids != nil {
-			p, err = fill()
-		} else {
-			p, err = cache.page(cacheKey{id: q.page.after, limit: q.page.limit, filter: q.status}, fill)
-		}
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		if p.link != "" {
-			w.Header().Set("Link", p.link)
-		}
-		writeBody(w, http.StatusOK, p.body)
-	})
+			return st.listPets(ctx, q.status, q.page)
+		},
+		petsBody, func(p Pet) int64 { return p.ID })
 }
 
 // createPet is the createPet operation, POST /v1/pets with a NewPet body,
@@ -243,7 +213,13 @@ func decodeStatus(raw json.RawMessage, dst *string) error {
 // that a test can move past the sunset. Found pets are cached encoded (see
 // cache.go).
 func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handler {
-	cache := st.responseCache(petsResource, petCacheSlots)
+	found := handleItem(log, st.responseCache(petsResource, petCacheSlots), petIDOf, func(ctx context.Context, id int64) ([]byte, error) {
+		pet, err := st.getPet(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return petBody(pet), nil
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !now().Before(getPetSunset) {
 			successor := "GET /v1/pets?id={petId}"
@@ -253,22 +229,7 @@ func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handle
 			writeError(w, r, log, errorf(codeGone, "getPet was removed on 5 December 2030; fetch pets by id with %s instead", successor))
 			return
 		}
-		id, ok := petIDOf(w, r, log)
-		if !ok {
-			return
-		}
-		body, err := cache.item(id, func() ([]byte, error) {
-			pet, err := st.getPet(r.Context(), id)
-			if err != nil {
-				return nil, err
-			}
-			return petBody(pet), nil
-		})
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		writeBody(w, http.StatusOK, body)
+		found.ServeHTTP(w, r)
 	})
 }
 

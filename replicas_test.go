@@ -40,23 +40,7 @@ func TestReplicasReadTheirWritesOnTheOthers(t *testing.T) {
 	rs, _ := replicas(t, 2)
 	// Readers keep every read path busy on both replicas, as caches would
 	// be filled if there were any.
-	stop := make(chan struct{})
-	var readers sync.WaitGroup
-	for _, r := range rs {
-		for _, path := range []string{"/v1/pets?status=available", "/v1/pets/1", "/v1/store/orders?status=placed"} {
-			readers.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-						r.do(t, "GET", path, "", nil)
-					}
-				}
-			})
-		}
-	}
-	defer func() { close(stop); readers.Wait() }()
+	defer keepReading(t, rs, "/v1/pets?status=available", "/v1/pets/1", "/v1/store/orders?status=placed")()
 
 	for i := range 10 {
 		w, r := rs[i%2], rs[(i+1)%2] // write on one, read on the other

@@ -274,20 +274,9 @@ func TestCacheNeverServesStaleAnswers(t *testing.T) {
 
 	t.Run("reads racing creates always see every acknowledged pet", func(t *testing.T) {
 		ts := newTestServer(t)
-		stop := make(chan struct{})
-		var readers sync.WaitGroup
-		for range 4 { // keep the caches filling while pets are created
-			readers.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-						ts.do(t, "GET", "/v1/pets?status=sold&limit=100", "", nil)
-					}
-				}
-			})
-		}
+		// Keep the caches filling while pets are created.
+		const sold = "/v1/pets?status=sold&limit=100"
+		stopReading := keepReading(t, []*testServer{ts}, sold, sold, sold, sold)
 		var writers sync.WaitGroup
 		for w := range 4 {
 			writers.Go(func() {
@@ -308,8 +297,7 @@ func TestCacheNeverServesStaleAnswers(t *testing.T) {
 			})
 		}
 		writers.Wait()
-		close(stop)
-		readers.Wait()
+		stopReading()
 	})
 }
 
