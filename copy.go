@@ -84,7 +84,7 @@ func copyDatabase(ctx context.Context, src, dst string) (copied, error) {
 		return copied{}, to.failedWrite("begin the copy", err)
 	}
 	defer sqlTx.Rollback() // a no-op after Commit
-	tx := &txn{ctx: ctx, tx: sqlTx, st: to, attempt: &attempt{}}
+	tx := &txn{ctx: ctx, tx: sqlTx, st: to}
 	n, err := func() (copied, error) {
 		var n copied
 		counts := []*int64{&n.pets, &n.orders, &n.keys}

@@ -14,10 +14,6 @@ type dialect struct {
 	migrations string // the directory of its migrations, in migrationFiles
 	// numbered says parameters are $1, $2... (PostgreSQL) rather than ?.
 	numbered bool
-	// forUpdate ends the selects of rows that the same write then changes:
-	// on PostgreSQL it locks them, so that two replicas changing one order
-	// or pet take turns. SQLite has one writer, so it needs nothing.
-	forUpdate string
 	// idsOfJSONArray is a subquery of the ids in a parameter holding a JSON
 	// array of integers.
 	idsOfJSONArray string
@@ -33,7 +29,6 @@ var (
 		name:           "postgres",
 		migrations:     "migrations/postgres",
 		numbered:       true,
-		forUpdate:      " FOR UPDATE",
 		idsOfJSONArray: "SELECT value::bigint FROM jsonb_array_elements_text(?::jsonb)",
 	}
 )

@@ -147,7 +147,7 @@ func TestConcurrentOrdersOnTwoReplicasPlaceOne(t *testing.T) {
 // switching replicas at every page, while both replicas add pets: every pet
 // that existed when paging began is listed exactly once, and no pet is
 // skipped: every pet in the catalogue afterwards with an id below the last
-// one the walk saw was listed (ids follow the commits, see lockAppends).
+// one the walk saw was listed (ids follow the commits, see writeLock).
 func TestPagingAcrossReplicasWhileTheyCreate(t *testing.T) {
 	rs, _ := replicas(t, 2)
 	var before []Pet

@@ -183,7 +183,7 @@ func (s *store) prepare(ctx context.Context) error {
 	}{
 		{s.writer, &s.insertPet, sqlInsertPet},
 		{s.reader, &s.selectPet, sqlSelectPet},
-		{s.writer, &s.selectPetTx, sqlSelectPet + s.dialect.forUpdate},
+		{s.writer, &s.selectPetTx, sqlSelectPet},
 		{s.writer, &s.updatePetStmt, sqlUpdatePet},
 		{s.writer, &s.deletePetStmt, sqlDeletePet},
 		{s.reader, &s.listAll, sqlListPets},
@@ -192,7 +192,7 @@ func (s *store) prepare(ctx context.Context) error {
 		{s.reader, &s.listByIDAndState, s.dialect.listPetsByID(true)},
 		{s.writer, &s.orderStmts.insert, sqlInsertOrder},
 		{s.reader, &s.orderStmts.selectOne, sqlSelectOrder},
-		{s.writer, &s.orderStmts.selectOneTx, sqlSelectOrder + s.dialect.forUpdate},
+		{s.writer, &s.orderStmts.selectOneTx, sqlSelectOrder},
 		{s.writer, &s.orderStmts.update, sqlUpdateOrder},
 		{s.writer, &s.orderStmts.claimPet, sqlClaimPet},
 		{s.writer, &s.orderStmts.settlePet, sqlSettlePet},

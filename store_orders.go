@@ -117,9 +117,6 @@ func (tx *txn) placeOrder(petID int64, at time.Time) (outcome[Order], error) {
 		}
 		return refuse[Order](errorf(codePetNotAvailable, "pet %d is %s, not available: only an available pet can be ordered", petID, status))
 	}
-	if err := tx.lockAppends(ordersResource); err != nil {
-		return outcome[Order]{}, err
-	}
 	ms := at.UnixMilli()
 	o := Order{PetID: petID, Status: orderPlaced, PlacedAt: time.UnixMilli(ms).UTC(), UpdatedAt: time.UnixMilli(ms).UTC()}
 	if err := tx.tx.StmtContext(tx.ctx, tx.st.orderStmts.insert).QueryRowContext(tx.ctx, petID, ms, ms).Scan(&o.ID); err != nil {

@@ -143,11 +143,9 @@ func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
 }
 
 // insertPet adds p and returns it with its id, which is greater than every
-// id before it (AUTOINCREMENT).
+// id before it (AUTOINCREMENT on SQLite; on PostgreSQL a sequence, and ids
+// commit in their order, see writeLock).
 func (tx *txn) insertPet(p newPet) (Pet, error) {
-	if err := tx.lockAppends(petsResource); err != nil {
-		return Pet{}, err
-	}
 	var id int64
 	if err := tx.tx.StmtContext(tx.ctx, tx.st.insertPet).QueryRowContext(tx.ctx, p.Name, p.CategoryID, p.Status).Scan(&id); err != nil {
 		return Pet{}, tx.st.failedWrite("insert pet", err)

@@ -53,36 +53,18 @@ type txn struct {
 	tx      *sql.Tx
 	st      *store
 	changes changeSet // what this job changed, published after the commit
-	attempt *attempt  // the batch transaction this job runs in
 }
 
-// attempt is one run of a batch in one transaction.
-type attempt struct {
-	appendLocked [numResources]bool // see lockAppends
-}
-
-// appendLockBase numbers the PostgreSQL advisory locks of lockAppends, one
-// per resource.
-const appendLockBase = 7_370_616_460
-
-// lockAppends makes rows of res be added in the order their ids are given,
-// whichever process adds them. Keyset pagination relies on it: a client that
-// has read up to id 11 must never see id 10 commit later. SQLite has one
-// writer, so ids always commit in order. On PostgreSQL, two replicas could
-// take ids 10 and 11 and commit 11 first; so the first insert of a batch
-// takes an advisory lock, held until the batch commits, and the batches that
-// add rows to res commit one at a time, each with all its rows. The lock is
-// taken before the id, so ids follow the commits.
-func (tx *txn) lockAppends(res resource) error {
-	if tx.st.dialect != postgresDialect || tx.attempt.appendLocked[res] {
-		return nil
-	}
-	if _, err := tx.tx.ExecContext(tx.ctx, "SELECT pg_advisory_xact_lock($1)", appendLockBase+int64(res)); err != nil {
-		return tx.st.failedWrite("take the append lock", err)
-	}
-	tx.attempt.appendLocked[res] = true
-	return nil
-}
+// writeLock is the PostgreSQL advisory lock that every write batch of every
+// replica takes first, held until it commits: the replicas' batches commit
+// one after another, as SQLite's single writer's do. That gives two things
+// the service relies on. Rows are added in the order of their ids: no
+// replica can commit id 11 while id 10 is still open, which a client paging
+// between the two commits would skip. And no two batches ever wait for each
+// other's rows, so they can never deadlock: a batch takes the lock before
+// any row, and the one that holds it waits for nobody. It costs one
+// statement per batch, and a batch holds many writes.
+const writeLock = 7_370_616_460
 
 // write runs job inside a write transaction shared with the other writes
 // waiting at the same moment, and returns what job returned once that
@@ -239,8 +221,12 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		return results, changes, false, s.failedWrite("begin write transaction", err)
 	}
 	defer sqlTx.Rollback() // a no-op after Commit
+	if s.dialect == postgresDialect {
+		if _, err := sqlTx.ExecContext(bg, "SELECT pg_advisory_xact_lock($1)", writeLock); err != nil {
+			return results, changes, false, s.failedWrite("take the write lock", err)
+		}
+	}
 	succeeded := false
-	at := &attempt{}
 	for i, job := range batch {
 		if err := job.ctx.Err(); err != nil {
 			// The request ended while it waited: its write never starts.
@@ -249,7 +235,7 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		}
 		// Once started, a job runs to its end, on the batch's context:
 		// interrupting a statement half-way would only waste the work.
-		tx := &txn{ctx: bg, tx: sqlTx, st: s, attempt: at}
+		tx := &txn{ctx: bg, tx: sqlTx, st: s}
 		switch {
 		case !savepoints:
 			value, err := job.run(tx)
