@@ -14,6 +14,15 @@
 // the ratio service/baseline: a before/after comparison measured side by
 // side, on one machine, in one run.
 //
+// With -postgres it also starts a throwaway PostgreSQL cluster of its own
+// (durable: fsync on), makes the same databases in it, and loads the service
+// on PostgreSQL as 1 replica and as 2 replicas, each behind a round-robin TCP
+// balancer of its own (bench balance), beside the ceiling, the ceiling
+// behind a balancer (what the balancer costs) and the service on SQLite.
+// The report adds the CPU time per request of each server (its processes,
+// PostgreSQL's included), and how many writes each PostgreSQL transaction
+// committed (group commit).
+//
 // Run it from the repository root with bench/run (which installs wrk when it
 // is missing). Everything listens on 127.0.0.1; the benchmark ends only the
 // processes it started, by PID, every load run is bounded by -duration and
@@ -22,8 +31,8 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -35,7 +44,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,9 +53,12 @@ import (
 
 func main() {
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "ceiling" {
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "ceiling":
 		err = runCeiling(os.Args[2:])
-	} else {
+	case len(os.Args) > 1 && os.Args[1] == "balance":
+		err = runBalancer(os.Args[2:])
+	default:
 		// Ctrl-C stops the load and every server the benchmark started.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = runBench(ctx, os.Args[1:], os.Stdout)
@@ -89,10 +100,12 @@ type options struct {
 	keep     bool
 	only     []string // scenarios to run; all when empty
 	baseline string   // the -baseline revision; none when empty
+	postgres bool     // also load the service on PostgreSQL, 1 and 2 replicas
 
 	// Resolved from the flags, for the report's first line.
 	baselineCommit string // the baseline's full commit hash
 	current        string // what the service binary is built from
+	pgVersion      string // the PostgreSQL server's, with -postgres
 }
 
 // binary is a build of the service under load and its database of one size.
@@ -111,9 +124,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&o.conns, "c", 32, "wrk connections")
 	fs.IntVar(&o.threads, "t", 2, "wrk threads")
 	sizes := fs.String("sizes", "1000,1000000", "database sizes, in pets, comma-separated")
-	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (databases, binaries)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directories (databases, binaries, PostgreSQL's data and log)")
 	only := fs.String("scenarios", "", "run only these scenarios, comma-separated (default: all)")
 	fs.StringVar(&o.baseline, "baseline", "", "also build and load the service at this git revision, and compare (e.g. main, a commit hash)")
+	fs.BoolVar(&o.postgres, "postgres", false, "also start a throwaway PostgreSQL cluster and load the service on it as 1 replica and as 2 replicas behind a round-robin balancer")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -122,6 +136,11 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.rounds < 1 {
 		return errors.New("-rounds: at least 1")
+	}
+	if o.postgres && o.baseline != "" {
+		// Each is a comparison of its own, and the two in one run would make
+		// every round twice as long and the report unreadable.
+		return errors.New("-postgres and -baseline: one comparison at a time")
 	}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
@@ -178,6 +197,27 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 
+	var cluster *pgCluster
+	if o.postgres {
+		start := time.Now()
+		cluster, err = startPostgres(ctx)
+		if err != nil {
+			return err
+		}
+		// Stopped after the replicas (benchSize stops them before it
+		// returns), and its directory deleted unless -keep.
+		if o.keep {
+			fmt.Fprintf(os.Stderr, "keeping %s\n", cluster.dir)
+			defer cluster.stop()
+		} else {
+			defer cluster.remove()
+		}
+		if o.pgVersion, err = cluster.version(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "started %s (%s) on 127.0.0.1:%d in %v\n", o.pgVersion, cluster.bin, cluster.port, time.Since(start).Round(time.Millisecond))
+	}
+
 	var results []sizeResult
 	for _, n := range o.sizes {
 		var bins []binary
@@ -192,7 +232,23 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			fmt.Fprintf(os.Stderr, "made the %s's database of %d pets in %v\n", b.name, n, time.Since(start).Round(time.Millisecond))
 		}
-		r, err := benchSize(ctx, o, dir, self, bins, n)
+		var pg *pgDatabases
+		if cluster != nil {
+			// A database for each case, so that both start each write
+			// scenario in the same state as the SQLite file: the pets loaded,
+			// and what the earlier scenarios added on that server.
+			pg = &pgDatabases{cluster: cluster}
+			for i, db := range []*string{&pg.one, &pg.two} {
+				name := fmt.Sprintf("pets_%d_%d", n, i+1)
+				start := time.Now()
+				if err := createPostgresDatabase(ctx, cluster, bin, name, n); err != nil {
+					return fmt.Errorf("PostgreSQL database of %d pets: %w", n, err)
+				}
+				*db = cluster.url(name)
+				fmt.Fprintf(os.Stderr, "made the PostgreSQL database %s of %d pets in %v\n", name, n, time.Since(start).Round(time.Millisecond))
+			}
+		}
+		r, err := benchSize(ctx, o, dir, self, bin, bins, n, pg)
 		if err != nil {
 			return err
 		}
@@ -202,137 +258,312 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// wrkResult is what one wrk run reports (the RESULT line of the scripts).
+// wrkResult is what one wrk run reports (the RESULT line of the scripts),
+// and what the benchmark measured of the server around it.
 type wrkResult struct {
 	Requests     int64 `json:"requests"`
 	DurationUS   int64 `json:"duration_us"`
 	P50US        int64 `json:"p50_us"`
 	P99US        int64 `json:"p99_us"`
+	MaxUS        int64 `json:"max_us"`
 	Non2xx       int64 `json:"non2xx"`
-	SocketErrors int64 `json:"socket_errors"`
+	SocketErrors int64 `json:"socket_errors"` // timeouts included
+	Timeouts     int64 `json:"timeouts"`      // no answer within wrk's --timeout
+
+	// CPU is the CPU time each part of the server used during the run, in
+	// the order of its target's parts.
+	CPU []time.Duration `json:"-"`
+	// On PostgreSQL, in the write scenarios: the writes done (pets created,
+	// orders placed or delivered) and the write transactions that committed
+	// them (see readPGCounters).
+	Writes, WriteXacts int64 `json:"-"`
+	// On PostgreSQL: the deadlocks and long lock waits its log shows.
+	Locks lockTrouble `json:"-"`
 }
 
-func (r wrkResult) rps() float64 { return float64(r.Requests) / (float64(r.DurationUS) / 1e6) }
+func (r wrkResult) rps() float64 { return float64(r.Requests) / r.seconds() }
 
-// scenarioResult is every round of one scenario, for each server; baseline
-// is empty without -baseline.
+func (r wrkResult) seconds() float64 { return float64(r.DurationUS) / 1e6 }
+
+// cpuPerRequest is the CPU time of all the server's parts per request, in µs.
+func (r wrkResult) cpuPerRequest() float64 {
+	var d time.Duration
+	for _, c := range r.CPU {
+		d += c
+	}
+	return float64(d.Microseconds()) / float64(r.Requests)
+}
+
+// The targets a round may load, by name: the keys of the results, as the
+// report names them.
+const (
+	ceilingName  = "ceiling"
+	balancedName = "ceiling behind the balancer"
+	baselineName = "baseline"
+	serviceName  = "service"
+	pg1Name      = "PostgreSQL, 1 replica"
+	pg2Name      = "PostgreSQL, 2 replicas"
+)
+
+// target is a server a round loads: one column of the report.
+type target struct {
+	name  string
+	url   string
+	parts []part
+	// pg is the PostgreSQL database the target serves, whose counters are
+	// read around each run of a write scenario, on cluster, whose log is
+	// read after each run; nil for the others.
+	pg      *sql.DB
+	cluster *pgCluster
+}
+
+// part is one kind of process of a target, whose CPU time is reported on its
+// own: the balancer, the service, PostgreSQL.
+type part struct {
+	name string
+	pids func() []int // its processes at the moment
+}
+
+// processPart is a part made of processes the benchmark started.
+func processPart(name string, ps ...*process) part {
+	return part{name, func() []int {
+		pids := make([]int, len(ps))
+		for i, p := range ps {
+			pids[i] = p.cmd.Process.Pid
+		}
+		return pids
+	}}
+}
+
+// scenarioResult is every round of one scenario, for each target.
 type scenarioResult struct {
-	name                       string
-	ceiling, baseline, service []wrkResult
-}
-
-// binaryResult is what is measured of one binary outside the load.
-type binaryResult struct {
-	rssKiB   int64           // VmHWM after all scenarios
-	startups []time.Duration // start-up to first answered request
+	name string
+	runs map[string][]wrkResult // by target name, one per round
 }
 
 // sizeResult is everything measured on one database size.
 type sizeResult struct {
-	pets              int64
-	scenarios         []scenarioResult
-	service, baseline binaryResult
-	ceilRSS           int64 // the ceiling's VmHWM, for comparison
+	pets      int64
+	scenarios []scenarioResult
+	parts     map[string][]string        // the names of each target's parts, in the order of its CPU times
+	rssKiB    map[string][]int64         // by target: the peak RSS (VmHWM) of each of its service processes after all scenarios
+	startups  map[string][]time.Duration // by target: start-up to first answered request, of a few fresh starts
+}
+
+// pgDatabases are the PostgreSQL databases of one size: one for the
+// 1-replica case, one for the 2-replica case.
+type pgDatabases struct {
+	cluster  *pgCluster
+	one, two string // URLs
 }
 
 // benchSize runs every scenario against one database size: bins are the
-// binaries under load, each with its own database, in the order each round
-// loads them (after the ceiling).
-func benchSize(ctx context.Context, o options, dir, self string, bins []binary, n int64) (sizeResult, error) {
-	res := sizeResult{pets: n}
-	procs := make([]*process, len(bins))
-	for i, b := range bins {
-		// Start-up is measured on a few fresh starts; the last one stays up
-		// for the load.
-		m := res.measured(b.name)
-		for j := range 3 {
-			p, took, err := startService(ctx, b.path, b.db)
-			if err != nil {
-				return res, fmt.Errorf("start the %s: %w", b.name, err)
-			}
-			m.startups = append(m.startups, took)
-			if j < 2 {
-				p.stop()
-			} else {
-				procs[i] = p
-				defer p.stop()
-			}
+// binaries under load on SQLite, each with its own database, in the order
+// each round loads them (after the ceiling); with pg, the binary bin is also
+// loaded on PostgreSQL, behind balancers, after them.
+func benchSize(ctx context.Context, o options, dir, self, bin string, bins []binary, n int64, pg *pgDatabases) (sizeResult, error) {
+	res := sizeResult{pets: n, parts: map[string][]string{}, rssKiB: map[string][]int64{}, startups: map[string][]time.Duration{}}
+	// Every process started here is stopped before benchSize returns, in
+	// the reverse order of their starts: balancers, then replicas, before
+	// the PostgreSQL server that runBench stops.
+	var started []*process
+	defer func() {
+		for _, p := range slices.Backward(started) {
+			p.stop()
 		}
+	}()
+	// startMeasured starts the service on db a few times, measuring the
+	// start-up of each; the last one stays up for the load.
+	startMeasured := func(name, path, db string) (*process, error) {
+		for j := range 3 {
+			p, took, err := startService(ctx, path, db)
+			if err != nil {
+				return nil, fmt.Errorf("start the %s: %w", name, err)
+			}
+			res.startups[name] = append(res.startups[name], took)
+			if j == 2 {
+				started = append(started, p)
+				return p, nil
+			}
+			p.stop()
+		}
+		panic("unreachable")
+	}
+	startBalancer := func(backends ...*process) (*process, error) {
+		args := []string{"balance", "127.0.0.1:0"}
+		for _, b := range backends {
+			args = append(args, b.url)
+		}
+		p, err := startProcess(serverCommand(ctx, self, args...), "balancer listening on ")
+		if err != nil {
+			return nil, fmt.Errorf("start a balancer: %w", err)
+		}
+		started = append(started, p)
+		return p, nil
+	}
+	// rss lists the service processes whose peak RSS is reported.
+	rss := map[string][]*process{}
+
+	var targets []target
+	var procs []*process
+	for _, b := range bins {
+		p, err := startMeasured(b.name, b.path, b.db)
+		if err != nil {
+			return res, err
+		}
+		procs = append(procs, p)
 	}
 	ceil, err := startProcess(serverCommand(ctx, self, "ceiling", "127.0.0.1:0", strconv.FormatInt(n, 10)), "ceiling listening on ")
 	if err != nil {
 		return res, err
 	}
-	defer ceil.stop()
+	started = append(started, ceil)
+	targets = append(targets, target{name: ceilingName, url: ceil.url, parts: []part{processPart("ceiling", ceil)}})
+	rss[ceilingName] = []*process{ceil}
+	if pg != nil {
+		bal, err := startBalancer(ceil)
+		if err != nil {
+			return res, err
+		}
+		targets = append(targets, target{name: balancedName, url: bal.url,
+			parts: []part{processPart("balancer", bal), processPart("ceiling", ceil)}})
+	}
+	for i, b := range bins {
+		targets = append(targets, target{name: b.name, url: procs[i].url, parts: []part{processPart("service", procs[i])}})
+		rss[b.name] = procs[i : i+1]
+	}
+	if pg != nil {
+		one, err := startMeasured(pg1Name, bin, pg.one)
+		if err != nil {
+			return res, err
+		}
+		var two []*process
+		for range 2 {
+			p, _, err := startService(ctx, bin, pg.two)
+			if err != nil {
+				return res, fmt.Errorf("start a replica: %w", err)
+			}
+			started = append(started, p)
+			two = append(two, p)
+		}
+		database := part{"PostgreSQL", pg.cluster.pids}
+		for _, c := range []struct {
+			name     string
+			replicas []*process
+			url      string
+		}{{pg1Name, []*process{one}, pg.one}, {pg2Name, two, pg.two}} {
+			bal, err := startBalancer(c.replicas...)
+			if err != nil {
+				return res, err
+			}
+			db, err := sql.Open("pgx", c.url)
+			if err != nil {
+				return res, err
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(1)
+			targets = append(targets, target{name: c.name, url: bal.url, pg: db, cluster: pg.cluster,
+				parts: []part{processPart("balancer", bal), processPart("service", c.replicas...), database}})
+			rss[c.name] = c.replicas
+		}
+	}
+	for _, t := range targets {
+		for _, p := range t.parts {
+			res.parts[t.name] = append(res.parts[t.name], p.name)
+		}
+	}
 
 	for _, sc := range slices.Concat(readScenarios, writeScenarios) {
 		if len(o.only) > 0 && !slices.Contains(o.only, sc) {
 			continue
 		}
-		s := scenarioResult{name: sc}
-		// The servers in the order of a round, and where each one's runs go.
-		servers := []*process{ceil}
-		runs := []*[]wrkResult{&s.ceiling}
-		for i, b := range bins {
-			servers = append(servers, procs[i])
-			runs = append(runs, s.runs(b.name))
-		}
+		s := scenarioResult{name: sc, runs: map[string][]wrkResult{}}
 		// A short warm-up of each, not counted.
-		for _, p := range servers {
-			if _, err := runWrk(ctx, o, dir, sc, p.url, n, time.Second); err != nil {
+		for _, t := range targets {
+			if _, err := runWrk(ctx, o, dir, sc, t.url, n, time.Second); err != nil {
 				return res, err
 			}
 		}
 		for range o.rounds {
-			for i, p := range servers {
-				r, err := runWrk(ctx, o, dir, sc, p.url, n, o.duration)
+			for _, t := range targets {
+				r, err := measure(ctx, o, dir, sc, t, n)
 				if err != nil {
 					return res, err
 				}
-				*runs[i] = append(*runs[i], r)
+				s.runs[t.name] = append(s.runs[t.name], r)
 			}
-			progress(os.Stderr, n, s)
+			progress(os.Stderr, n, s, targets)
 		}
 		res.scenarios = append(res.scenarios, s)
 	}
-	for i, b := range bins {
-		res.measured(b.name).rssKiB = procs[i].peakRSS()
+	for name, ps := range rss {
+		for _, p := range ps {
+			res.rssKiB[name] = append(res.rssKiB[name], p.peakRSS())
+		}
 	}
-	res.ceilRSS = ceil.peakRSS()
 	return res, nil
 }
 
-// measured is where the figures of the binary called name go.
-func (r *sizeResult) measured(name string) *binaryResult {
-	if name == "baseline" {
-		return &r.baseline
+// measure runs one load of scenario sc on t, with the CPU time of t's parts
+// and, on PostgreSQL in a write scenario, the writes and the transactions
+// that committed them.
+func measure(ctx context.Context, o options, dir, sc string, t target, n int64) (wrkResult, error) {
+	counted := t.pg != nil && slices.Contains(writeScenarios, sc)
+	var before pgCounters
+	if counted {
+		var err error
+		if before, err = readPGCounters(ctx, t.pg); err != nil {
+			return wrkResult{}, fmt.Errorf("%s: read the counters: %w", t.name, err)
+		}
 	}
-	return &r.service
-}
-
-// runs is where the wrk runs of the binary called name go.
-func (s *scenarioResult) runs(name string) *[]wrkResult {
-	if name == "baseline" {
-		return &s.baseline
+	var logStart int64
+	if t.cluster != nil {
+		logStart = t.cluster.logOffset()
 	}
-	return &s.service
+	// The counters are read outside the CPU window, so that their queries
+	// do not count as the requests' cost.
+	cpuBefore := make([]map[int]time.Duration, len(t.parts))
+	for i, p := range t.parts {
+		cpuBefore[i] = cpuTime(p.pids())
+	}
+	r, err := runWrk(ctx, o, dir, sc, t.url, n, o.duration)
+	if err != nil {
+		return r, err
+	}
+	for i, p := range t.parts {
+		r.CPU = append(r.CPU, cpuUsed(cpuBefore[i], cpuTime(p.pids())))
+	}
+	if counted {
+		after, err := readPGCounters(ctx, t.pg)
+		if err != nil {
+			return r, fmt.Errorf("%s: read the counters: %w", t.name, err)
+		}
+		r.Writes = after.writesSince(before)
+		r.WriteXacts = after.nextXID - before.nextXID
+	}
+	if t.cluster != nil {
+		if r.Locks, err = t.cluster.lockTroubleSince(logStart); err != nil {
+			return r, fmt.Errorf("%s: read PostgreSQL's log: %w", t.name, err)
+		}
+	}
+	return r, nil
 }
 
 // progress prints the round just finished, so that a long run shows how it
 // goes (and each round's figures stay in the terminal's scroll-back).
-func progress(w io.Writer, n int64, s scenarioResult) {
-	last := func(rs []wrkResult) wrkResult { return rs[len(rs)-1] }
-	c, sv := last(s.ceiling), last(s.service)
-	fmt.Fprintf(w, "%8d %-10s ceiling %8.0f/s", n, s.name, c.rps())
-	if len(s.baseline) == 0 {
-		fmt.Fprintf(w, "  service %8.0f/s  ratio %.2f  (service non-2xx %d, errors %d)\n",
-			sv.rps(), sv.rps()/c.rps(), sv.Non2xx, sv.SocketErrors)
-		return
+func progress(w io.Writer, n int64, s scenarioResult, targets []target) {
+	last := func(name string) wrkResult { rs := s.runs[name]; return rs[len(rs)-1] }
+	c := last(ceilingName)
+	fmt.Fprintf(w, "%8d %-10s %s %.0f/s", n, s.name, ceilingName, c.rps())
+	for _, t := range targets[1:] {
+		r := last(t.name)
+		fmt.Fprintf(w, "; %s %.0f/s (ratio %.2f, p99 %.1f ms, non-2xx %d, errors %d", t.name, r.rps(), r.rps()/c.rps(), float64(r.P99US)/1000, r.Non2xx, r.SocketErrors)
+		if t.cluster != nil {
+			fmt.Fprintf(w, ", deadlocks %d, lock waits over 1 s %d", r.Locks.deadlocks, r.Locks.lockWaits)
+		}
+		fmt.Fprint(w, ")")
 	}
-	b := last(s.baseline)
-	fmt.Fprintf(w, "  baseline %8.0f/s  service %8.0f/s  ratios %.2f, %.2f  service/baseline %.2f  (non-2xx and errors: baseline %d, service %d)\n",
-		b.rps(), sv.rps(), b.rps()/c.rps(), sv.rps()/c.rps(), sv.rps()/b.rps(),
-		b.Non2xx+b.SocketErrors, sv.Non2xx+sv.SocketErrors)
+	fmt.Fprintln(w)
 }
 
 // runWrk runs one wrk load and parses its RESULT line.
@@ -507,154 +738,4 @@ func (p *process) peakRSS() int64 {
 		}
 	}
 	return -1
-}
-
-// median returns the median of xs (the mean of the two middle values when
-// there is an even number of them).
-func median[T cmp.Ordered](xs []T, toFloat func(T) float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return toFloat(s[len(s)/2])
-	}
-	return (toFloat(s[len(s)/2-1]) + toFloat(s[len(s)/2])) / 2
-}
-
-// medianOf is median over a projection of wrk results.
-func medianOf(rs []wrkResult, f func(wrkResult) float64) float64 {
-	xs := make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = f(r)
-	}
-	return median(xs, func(x float64) float64 { return x })
-}
-
-// printReport writes the Markdown report. With a baseline, the table gains
-// its columns and the list its RSS and start-up; without, the report is the
-// service against the ceiling alone.
-func printReport(w io.Writer, o options, results []sizeResult) {
-	withBase := o.baseline != ""
-	fmt.Fprintf(w, "%s, %d CPUs (nproc), %s; wrk -t%d -c%d, %d rounds of %v per server, medians\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel(), o.threads, o.conns, o.rounds, o.duration)
-	if withBase {
-		fmt.Fprintf(w, "Baseline: `%s` (%s); service: %s. Each binary on its own database of the same size, whose schema it made; every round loads the ceiling, the baseline and the service in turn.\n\n",
-			o.baseline, o.baselineCommit, o.current)
-		fmt.Fprintln(w, "| pets | scenario | ceiling req/s | ceiling p50 / p99 | baseline req/s | baseline p50 / p99 | baseline ratio | service req/s | service p50 / p99 | ratio | target | service/baseline (range over rounds) | req/s spread over rounds, baseline / service | non-2xx, baseline / service |")
-		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
-	} else {
-		fmt.Fprintln(w, "| pets | scenario | ceiling req/s | ceiling p50 / p99 | service req/s | service p50 / p99 | ratio | target | service non-2xx |")
-		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---|---:|")
-	}
-	ms := func(us float64) string { return strconv.FormatFloat(us/1000, 'f', 2, 64) + " ms" }
-	latency := func(rs []wrkResult) string {
-		return ms(medianOf(rs, func(r wrkResult) float64 { return float64(r.P50US) })) + " / " +
-			ms(medianOf(rs, func(r wrkResult) float64 { return float64(r.P99US) }))
-	}
-	identity := func(x float64) float64 { return x }
-	perSize := map[string][]float64{}
-	for _, r := range results {
-		for _, s := range r.scenarios {
-			ratio := median(rpsRatios(s.service, s.ceiling), identity)
-			perSize[s.name] = append(perSize[s.name], ratio)
-			if !withBase {
-				fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | **%.2f** | %s | %d |\n",
-					r.pets, s.name,
-					medianOf(s.ceiling, wrkResult.rps), latency(s.ceiling),
-					medianOf(s.service, wrkResult.rps), latency(s.service),
-					ratio, targets[s.name], failures(s.service))
-				continue
-			}
-			vsBase := rpsRatios(s.service, s.baseline)
-			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | %.2f | %.0f | %s | **%.2f** | %s | **%.2f** (%.2f to %.2f) | %.0f%% / %.0f%% | %d / %d |\n",
-				r.pets, s.name,
-				medianOf(s.ceiling, wrkResult.rps), latency(s.ceiling),
-				medianOf(s.baseline, wrkResult.rps), latency(s.baseline),
-				median(rpsRatios(s.baseline, s.ceiling), identity),
-				medianOf(s.service, wrkResult.rps), latency(s.service),
-				ratio, targets[s.name],
-				median(vsBase, identity), slices.Min(vsBase), slices.Max(vsBase),
-				100*spread(s.baseline), 100*spread(s.service),
-				failures(s.baseline), failures(s.service))
-		}
-	}
-	fmt.Fprintln(w)
-	if withBase {
-		fmt.Fprintln(w, "service/baseline is the median of the per-round ratios of req/s (each round loads both, one after the other), with their lowest and highest in brackets; the spread of a binary is (highest - lowest) / median of its req/s over the rounds.")
-		fmt.Fprintln(w)
-	}
-	if len(results) >= 2 {
-		first, last := results[0], results[len(results)-1]
-		// The machine is shared and noisy, so the scale check compares the
-		// ceiling-normalised ratios of the two sizes, not raw req/s.
-		var scale []string
-		for _, sc := range readScenarios {
-			v := perSize[sc]
-			if len(v) < 2 {
-				continue
-			}
-			scale = append(scale, fmt.Sprintf("%s %.2f", sc, v[len(v)-1]/v[0]))
-		}
-		fmt.Fprintf(w, "Scale of the read scenarios, ratio at %d pets / ratio at %d (target: 0.90 to 1.10): %s.\n\n",
-			last.pets, first.pets, strings.Join(scale, ", "))
-	}
-	mib := func(kib int64) float64 { return float64(kib) / 1024 }
-	startMS := func(b binaryResult) float64 {
-		return median(b.startups, func(d time.Duration) float64 { return float64(d) / 1e6 })
-	}
-	for _, r := range results {
-		if withBase {
-			fmt.Fprintf(w, "- %d pets: service peak RSS (VmHWM) %.1f MiB (baseline %.1f MiB, ceiling %.1f MiB); start-up to first answered request %.1f ms (baseline %.1f ms), medians of %d starts each\n",
-				r.pets, mib(r.service.rssKiB), mib(r.baseline.rssKiB), mib(r.ceilRSS), startMS(r.service), startMS(r.baseline), len(r.service.startups))
-			continue
-		}
-		fmt.Fprintf(w, "- %d pets: service peak RSS (VmHWM) %.1f MiB (ceiling %.1f MiB); start-up to first answered request %.1f ms (median of %d starts)\n",
-			r.pets, mib(r.service.rssKiB), mib(r.ceilRSS), startMS(r.service), len(r.service.startups))
-	}
-}
-
-// rpsRatios is the req/s of each round of a divided by that of the same
-// round of b: runs measured side by side, so the machine's drift between
-// rounds cancels out.
-func rpsRatios(a, b []wrkResult) []float64 {
-	rs := make([]float64, len(a))
-	for i := range a {
-		rs[i] = a[i].rps() / b[i].rps()
-	}
-	return rs
-}
-
-// spread is (highest - lowest) / median of the req/s of rs: how much one
-// binary's figure moves from round to round with nothing changed.
-func spread(rs []wrkResult) float64 {
-	xs := make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = r.rps()
-	}
-	return (slices.Max(xs) - slices.Min(xs)) / median(xs, func(x float64) float64 { return x })
-}
-
-// failures counts the non-2xx answers and socket errors of rs.
-func failures(rs []wrkResult) int64 {
-	var n int64
-	for _, r := range rs {
-		n += r.Non2xx + r.SocketErrors
-	}
-	return n
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo.
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown CPU"
 }

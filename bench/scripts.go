@@ -44,9 +44,9 @@ end
 
 function done(summary, latency, requests)
   local e = summary.errors
-  io.write(string.format('RESULT {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"non2xx":%d,"socket_errors":%d}\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.status, e.connect + e.read + e.write + e.timeout))
+  io.write(string.format('RESULT {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"max_us":%d,"non2xx":%d,"socket_errors":%d,"timeouts":%d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), latency.max,
+    e.status, e.connect + e.read + e.write + e.timeout, e.timeout))
 end
 `
 

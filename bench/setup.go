@@ -97,29 +97,40 @@ func workingTree(ctx context.Context) string {
 	return desc
 }
 
-// createDatabase makes a database of n pets at path for the binary bin. The
-// binary creates the schema itself, as its own start-up does it (its
-// migrations, or an older release's schema): a binary refuses a database
-// that a newer one has migrated, so each binary gets a file whose schema it
-// made. It is started once on the empty file and stopped by SIGTERM; then
-// loadPets fills the table.
-func createDatabase(ctx context.Context, bin, path string, n int64) error {
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s exists already", path)
+// createDatabase makes a database of n pets at db (a SQLite file, or an
+// empty PostgreSQL database's URL) for the binary bin. The binary creates the
+// schema itself, as its own start-up does it (its migrations, or an older
+// release's schema): a binary refuses a database that a newer one has
+// migrated, so each binary gets a database whose schema it made. It is
+// started once on the empty database and stopped by SIGTERM; then loadPets
+// or loadPostgresPets fills the table.
+func createDatabase(ctx context.Context, bin, db string, n int64) error {
+	postgres := strings.HasPrefix(db, "postgres://")
+	name := filepath.Base(db)
+	if postgres {
+		name, _, _ = strings.Cut(name, "?")
+	} else if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s exists already", db)
 	}
 	// A few log lines at most (no request reaches it): kept, to explain a
 	// refusal.
 	var logs bytes.Buffer
-	cmd := serviceCommand(ctx, bin, path)
+	cmd := serviceCommand(ctx, bin, db)
 	cmd.Stderr = &logs
 	p, err := startProcess(cmd, "petstore listening on ")
 	if err != nil {
-		return fmt.Errorf("create the schema of %s with %s: %w\n%s", filepath.Base(path), bin, err, logs.Bytes())
+		return fmt.Errorf("create the schema of %s with %s: %w\n%s", name, bin, err, logs.Bytes())
 	}
 	if err := p.stop(); err != nil {
-		return fmt.Errorf("create the schema of %s with %s: stop: %w\n%s", filepath.Base(path), bin, err, logs.Bytes())
+		return fmt.Errorf("create the schema of %s with %s: stop: %w\n%s", name, bin, err, logs.Bytes())
 	}
-	return loadPets(path, n)
+	if postgres {
+		if err := loadPostgresPets(ctx, db, n); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	return loadPets(db, n)
 }
 
 // loadPets inserts n pets directly into the pets table of the database at

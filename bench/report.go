@@ -1,0 +1,354 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The report: a Markdown table of the figures of one run, and the lines
+// that go with it. bench/run prints it on stdout; the progress of the run
+// goes to stderr.
+
+// median returns the median of xs (the mean of the two middle values when
+// there is an even number of them).
+func median[T cmp.Ordered](xs []T, toFloat func(T) float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return toFloat(s[len(s)/2])
+	}
+	return (toFloat(s[len(s)/2-1]) + toFloat(s[len(s)/2])) / 2
+}
+
+// medianOf is median over a projection of wrk results.
+func medianOf(rs []wrkResult, f func(wrkResult) float64) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	return median(xs, func(x float64) float64 { return x })
+}
+
+// printReport writes the Markdown report. With a baseline, the table gains
+// its columns and the list its RSS and start-up; without, the report is the
+// service against the ceiling alone.
+func printReport(w io.Writer, o options, results []sizeResult) {
+	fmt.Fprintf(w, "%s, %d CPUs (nproc), %s; wrk -t%d -c%d, %d rounds of %v per server, medians\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel(), o.threads, o.conns, o.rounds, o.duration)
+	if o.postgres {
+		printPostgresReport(w, o, results)
+		return
+	}
+	withBase := o.baseline != ""
+	if withBase {
+		fmt.Fprintf(w, "Baseline: `%s` (%s); service: %s. Each binary on its own database of the same size, whose schema it made; every round loads the ceiling, the baseline and the service in turn.\n\n",
+			o.baseline, o.baselineCommit, o.current)
+		fmt.Fprintln(w, "| pets | scenario | ceiling req/s | ceiling p50 / p99 | baseline req/s | baseline p50 / p99 | baseline ratio | service req/s | service p50 / p99 | ratio | target | service/baseline (range over rounds) | req/s spread over rounds, baseline / service | non-2xx, baseline / service |")
+		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+	} else {
+		fmt.Fprintln(w, "| pets | scenario | ceiling req/s | ceiling p50 / p99 | service req/s | service p50 / p99 | ratio | target | service non-2xx |")
+		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---|---:|")
+	}
+	perSize := map[string][]float64{}
+	for _, r := range results {
+		for _, sr := range r.scenarios {
+			s := struct {
+				name                       string
+				ceiling, baseline, service []wrkResult
+			}{
+				sr.name, sr.runs[ceilingName], sr.runs[baselineName], sr.runs[serviceName]}
+			ratio := median(rpsRatios(s.service, s.ceiling), identity)
+			perSize[s.name] = append(perSize[s.name], ratio)
+			if !withBase {
+				fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | **%.2f** | %s | %d |\n",
+					r.pets, s.name,
+					medianOf(s.ceiling, wrkResult.rps), latency(s.ceiling),
+					medianOf(s.service, wrkResult.rps), latency(s.service),
+					ratio, targets[s.name], failures(s.service))
+				continue
+			}
+			vsBase := rpsRatios(s.service, s.baseline)
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | %.2f | %.0f | %s | **%.2f** | %s | **%.2f** (%.2f to %.2f) | %.0f%% / %.0f%% | %d / %d |\n",
+				r.pets, s.name,
+				medianOf(s.ceiling, wrkResult.rps), latency(s.ceiling),
+				medianOf(s.baseline, wrkResult.rps), latency(s.baseline),
+				median(rpsRatios(s.baseline, s.ceiling), identity),
+				medianOf(s.service, wrkResult.rps), latency(s.service),
+				ratio, targets[s.name],
+				median(vsBase, identity), slices.Min(vsBase), slices.Max(vsBase),
+				100*spread(s.baseline), 100*spread(s.service),
+				failures(s.baseline), failures(s.service))
+		}
+	}
+	fmt.Fprintln(w)
+	if withBase {
+		fmt.Fprintln(w, "service/baseline is the median of the per-round ratios of req/s (each round loads both, one after the other), with their lowest and highest in brackets; the spread of a binary is (highest - lowest) / median of its req/s over the rounds.")
+		fmt.Fprintln(w)
+	}
+	if len(results) >= 2 {
+		first, last := results[0], results[len(results)-1]
+		// The machine is shared and noisy, so the scale check compares the
+		// ceiling-normalised ratios of the two sizes, not raw req/s.
+		var scale []string
+		for _, sc := range readScenarios {
+			v := perSize[sc]
+			if len(v) < 2 {
+				continue
+			}
+			scale = append(scale, fmt.Sprintf("%s %.2f", sc, v[len(v)-1]/v[0]))
+		}
+		fmt.Fprintf(w, "Scale of the read scenarios, ratio at %d pets / ratio at %d (target: 0.90 to 1.10): %s.\n\n",
+			last.pets, first.pets, strings.Join(scale, ", "))
+	}
+	for _, r := range results {
+		if withBase {
+			fmt.Fprintf(w, "- %d pets: service peak RSS (VmHWM) %.1f MiB (baseline %.1f MiB, ceiling %.1f MiB); start-up to first answered request %.1f ms (baseline %.1f ms), medians of %d starts each\n",
+				r.pets, r.rssMiB(serviceName), r.rssMiB(baselineName), r.rssMiB(ceilingName), r.startMS(serviceName), r.startMS(baselineName), len(r.startups[serviceName]))
+			continue
+		}
+		fmt.Fprintf(w, "- %d pets: service peak RSS (VmHWM) %.1f MiB (ceiling %.1f MiB); start-up to first answered request %.1f ms (median of %d starts)\n",
+			r.pets, r.rssMiB(serviceName), r.rssMiB(ceilingName), r.startMS(serviceName), len(r.startups[serviceName]))
+	}
+}
+
+// identity is the projection of median over float64s.
+func identity(x float64) float64 { return x }
+
+// ms writes a time in µs as milliseconds.
+func ms(us float64) string { return strconv.FormatFloat(us/1000, 'f', 2, 64) + " ms" }
+
+// latency is the median p50 and p99 of rs.
+func latency(rs []wrkResult) string {
+	return ms(medianOf(rs, func(r wrkResult) float64 { return float64(r.P50US) })) + " / " +
+		ms(medianOf(rs, func(r wrkResult) float64 { return float64(r.P99US) }))
+}
+
+// rssMiB is the peak RSS of the first process of the target name, in MiB.
+func (r sizeResult) rssMiB(name string) float64 {
+	if len(r.rssKiB[name]) == 0 {
+		return 0
+	}
+	return float64(r.rssKiB[name][0]) / 1024
+}
+
+// startMS is the median start-up of the target name, in ms.
+func (r sizeResult) startMS(name string) float64 {
+	return median(r.startups[name], func(d time.Duration) float64 { return float64(d) / 1e6 })
+}
+
+// rpsRatios is the req/s of each round of a divided by that of the same
+// round of b: runs measured side by side, so the machine's drift between
+// rounds cancels out.
+func rpsRatios(a, b []wrkResult) []float64 {
+	rs := make([]float64, len(a))
+	for i := range a {
+		rs[i] = a[i].rps() / b[i].rps()
+	}
+	return rs
+}
+
+// spread is (highest - lowest) / median of the req/s of rs: how much one
+// binary's figure moves from round to round with nothing changed.
+func spread(rs []wrkResult) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = r.rps()
+	}
+	return (slices.Max(xs) - slices.Min(xs)) / median(xs, func(x float64) float64 { return x })
+}
+
+// failures counts the non-2xx answers and socket errors of rs.
+func failures(rs []wrkResult) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.Non2xx + r.SocketErrors
+	}
+	return n
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+// pathological are the limits past which a run counts as slowed
+// pathologically (a lock convoy, a pool exhausted): a p99 of a second, or a
+// request waiting five, where an ordinary run answers within milliseconds.
+const (
+	pathologicalP99 = time.Second
+	pathologicalMax = 5 * time.Second
+)
+
+// printPostgresReport writes the report of a run with -postgres: the
+// throughput of every target and its ratio to the ceiling, the latency, the
+// CPU time per request, and how PostgreSQL committed the writes.
+func printPostgresReport(w io.Writer, o options, results []sizeResult) {
+	fmt.Fprintf(w, "Every round loads, in turn: the %s; the %s (a round-robin TCP proxy, `bench balance`, in front of it); the %s on SQLite; the %s on %s, 1 replica behind a balancer; 2 replicas behind a balancer (a connection to each in turn). "+
+		"PostgreSQL runs durably (%s) with its default configuration otherwise; each case has its own database of the same size. The service runs with its defaults (10 PostgreSQL connections per replica).\n\n",
+		ceilingName, balancedName, serviceName, serviceName, o.pgVersion, strings.Join(pgSettings[1:], ", "))
+
+	fmt.Fprintln(w, "| pets | scenario | ceiling req/s | behind the balancer | SQLite req/s | SQLite ratio | PostgreSQL 1 replica req/s | ratio | PostgreSQL 2 replicas req/s | ratio | 2 replicas / 1 (range) |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		for _, s := range r.scenarios {
+			c := s.runs[ceilingName]
+			ratio := func(name string) float64 { return median(rpsRatios(s.runs[name], c), identity) }
+			twoOne := rpsRatios(s.runs[pg2Name], s.runs[pg1Name])
+			fmt.Fprintf(w, "| %d | %s | %.0f | %.2f | %.0f | **%.2f** | %.0f | **%.2f** | %.0f | **%.2f** | %.2f (%.2f to %.2f) |\n",
+				r.pets, s.name, medianOf(c, wrkResult.rps), ratio(balancedName),
+				medianOf(s.runs[serviceName], wrkResult.rps), ratio(serviceName),
+				medianOf(s.runs[pg1Name], wrkResult.rps), ratio(pg1Name),
+				medianOf(s.runs[pg2Name], wrkResult.rps), ratio(pg2Name),
+				median(twoOne, identity), slices.Min(twoOne), slices.Max(twoOne))
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Ratios are to the bare ceiling: the median of the per-round ratios of req/s. \"behind the balancer\" is the ceiling's own ratio through the balancer, what the balancer alone leaves of the machine.")
+	fmt.Fprintln(w)
+
+	served := []string{serviceName, pg1Name, pg2Name}
+	fmt.Fprintln(w, "Latency (medians over the rounds of each run's p50 / p99, and the longest request of all rounds), failures (non-2xx answers + socket errors, of which timeouts after 10 s) and, from PostgreSQL's log, deadlocks and lock waits of 1 s or more (deadlock_timeout), over all rounds:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| pets | scenario | ceiling p50 / p99 | SQLite p50 / p99, max | PostgreSQL 1 replica p50 / p99, max | PostgreSQL 2 replicas p50 / p99, max | failures (timeouts): SQLite / 1 replica / 2 replicas | deadlocks, lock waits: 1 replica / 2 replicas |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		for _, s := range r.scenarios {
+			cells := []string{strconv.FormatInt(r.pets, 10), s.name, latency(s.runs[ceilingName])}
+			var fails []string
+			for _, name := range served {
+				rs := s.runs[name]
+				cells = append(cells, latency(rs)+", "+ms(float64(slices.MaxFunc(rs, func(a, b wrkResult) int { return cmp.Compare(a.MaxUS, b.MaxUS) }).MaxUS)))
+				var timeouts int64
+				for _, x := range rs {
+					timeouts += x.Timeouts
+				}
+				fails = append(fails, fmt.Sprintf("%d (%d)", failures(rs), timeouts))
+			}
+			cells = append(cells, strings.Join(fails, " / "))
+			var locks []string
+			for _, name := range []string{pg1Name, pg2Name} {
+				var t lockTrouble
+				for _, x := range s.runs[name] {
+					t.deadlocks += x.Locks.deadlocks
+					t.lockWaits += x.Locks.lockWaits
+				}
+				locks = append(locks, fmt.Sprintf("%d, %d", t.deadlocks, t.lockWaits))
+			}
+			cells = append(cells, strings.Join(locks, " / "))
+			fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+		}
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintln(w, "CPU time per request, in µs (medians over the rounds; /proc/PID/stat, 10 ms ticks): each target's own processes, PostgreSQL's server processes included; wrk's not. Parts in brackets.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| pets | scenario | ceiling | ceiling behind the balancer (balancer + ceiling) | SQLite | PostgreSQL 1 replica (balancer + service + PostgreSQL) | PostgreSQL 2 replicas (balancer + services + PostgreSQL) |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		for _, s := range r.scenarios {
+			cells := []string{strconv.FormatInt(r.pets, 10), s.name}
+			for _, name := range []string{ceilingName, balancedName, serviceName, pg1Name, pg2Name} {
+				rs := s.runs[name]
+				cell := fmt.Sprintf("%.0f", medianOf(rs, wrkResult.cpuPerRequest))
+				if len(r.parts[name]) > 1 {
+					var parts []string
+					for i := range r.parts[name] {
+						parts = append(parts, fmt.Sprintf("%.0f", medianOf(rs, func(x wrkResult) float64 {
+							return float64(x.CPU[i].Microseconds()) / float64(x.Requests)
+						})))
+					}
+					cell += " (" + strings.Join(parts, " + ") + ")"
+				}
+				cells = append(cells, cell)
+			}
+			fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+		}
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintln(w, "PostgreSQL's commits in the write scenarios (medians over the rounds): writes are pets created, orders placed and orders delivered, counted in the database; write transactions are the transaction ids the cluster assigned during the run, one per transaction that wrote (each a commit that waited for its WAL flush):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| pets | scenario | replicas | writes/s | write transactions/s | writes per transaction (range over rounds) |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
+	for _, r := range results {
+		for _, s := range r.scenarios {
+			if !slices.Contains(writeScenarios, s.name) {
+				continue
+			}
+			for i, name := range []string{pg1Name, pg2Name} {
+				rs := s.runs[name]
+				perXact := make([]float64, len(rs))
+				for j, x := range rs {
+					perXact[j] = float64(x.Writes) / float64(max(1, x.WriteXacts))
+				}
+				fmt.Fprintf(w, "| %d | %s | %d | %.0f | %.0f | **%.1f** (%.1f to %.1f) |\n",
+					r.pets, s.name, i+1,
+					medianOf(rs, func(x wrkResult) float64 { return float64(x.Writes) / x.seconds() }),
+					medianOf(rs, func(x wrkResult) float64 { return float64(x.WriteXacts) / x.seconds() }),
+					median(perXact, identity), slices.Min(perXact), slices.Max(perXact))
+			}
+		}
+	}
+	fmt.Fprintln(w)
+
+	// The pathology check: every run of the service, on either backend.
+	var bad []string
+	worst := map[string][2]int64{} // by target: the highest p99 and max of all its runs
+	for _, r := range results {
+		for _, s := range r.scenarios {
+			for _, name := range served {
+				for round, x := range s.runs[name] {
+					wst := worst[name]
+					worst[name] = [2]int64{max(wst[0], x.P99US), max(wst[1], x.MaxUS)}
+					if x.Non2xx+x.SocketErrors+x.Locks.deadlocks+x.Locks.lockWaits > 0 || time.Duration(x.P99US)*time.Microsecond >= pathologicalP99 || time.Duration(x.MaxUS)*time.Microsecond >= pathologicalMax {
+						bad = append(bad, fmt.Sprintf("%d pets, %s, %s, round %d: p99 %s, max %s, non-2xx %d, socket errors %d (timeouts %d), PostgreSQL deadlocks %d, lock waits of 1 s or more %d",
+							r.pets, s.name, name, round+1, ms(float64(x.P99US)), ms(float64(x.MaxUS)), x.Non2xx, x.SocketErrors, x.Timeouts, x.Locks.deadlocks, x.Locks.lockWaits))
+					}
+				}
+			}
+		}
+	}
+	var worstText []string
+	for _, name := range served {
+		worstText = append(worstText, fmt.Sprintf("%s %s / %s", name, ms(float64(worst[name][0])), ms(float64(worst[name][1]))))
+	}
+	fmt.Fprintf(w, "Worst p99 / longest request over every run: %s.\n", strings.Join(worstText, "; "))
+	if len(bad) == 0 {
+		fmt.Fprintf(w, "No run of the service, on either backend, had a non-2xx answer, a socket error or timeout, a p99 of %v or more, a request of %v or more, a deadlock or a lock wait of 1 s or more.\n\n", pathologicalP99, pathologicalMax)
+	} else {
+		fmt.Fprintf(w, "Runs with a non-2xx answer, a socket error or timeout, a p99 of %v or more, a request of %v or more, a deadlock or a lock wait of 1 s or more:\n\n", pathologicalP99, pathologicalMax)
+		for _, b := range bad {
+			fmt.Fprintf(w, "- %s\n", b)
+		}
+		fmt.Fprintln(w)
+	}
+
+	for _, r := range results {
+		var pg2 []string
+		for _, kib := range r.rssKiB[pg2Name] {
+			pg2 = append(pg2, fmt.Sprintf("%.1f", float64(kib)/1024))
+		}
+		fmt.Fprintf(w, "- %d pets: peak RSS (VmHWM) of the service on SQLite %.1f MiB, of the replica %.1f MiB, of the two replicas %s MiB (ceiling %.1f MiB); start-up to first answered request on SQLite %.1f ms, on PostgreSQL %.1f ms (medians of %d starts)\n",
+			r.pets, r.rssMiB(serviceName), r.rssMiB(pg1Name), strings.Join(pg2, " and "), r.rssMiB(ceilingName),
+			r.startMS(serviceName), r.startMS(pg1Name), len(r.startups[pg1Name]))
+	}
+}
