@@ -110,7 +110,8 @@ func (kr keyring) keys() *keySet { return kr.current.Load() }
 func (kr keyring) configured() bool { return len(kr.envKeys) > 0 || kr.file != "" }
 
 // reload re-reads the key file and swaps in the new set. When the file cannot
-// be read or parsed, the current set stays in force and the error says why.
+// be read or parsed, when its group or others may write it, or when a reload
+// finds no key in it, the current set stays in force and the error says why.
 func (kr keyring) reload() error {
 	entries := append([]keyEntry(nil), kr.envKeys...)
 	if kr.file != "" {
@@ -119,9 +120,25 @@ func (kr keyring) reload() error {
 			return fmt.Errorf("cannot read key file: %v", errors.Unwrap(err))
 		}
 		defer f.Close()
+		// Whoever may write the file may add a key of their own: the
+		// group and other users must not (the check is on the file opened,
+		// so that it cannot be swapped in between).
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("cannot read key file: %v", errors.Unwrap(err))
+		}
+		if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+			return fmt.Errorf("key file %s can be written by its group or by other users (mode %04o), so anyone of them could add a key; refusing it (chmod go-w %s)", kr.file, perm, kr.file)
+		}
 		fromFile, err := parseKeyFile(f)
 		if err != nil {
 			return fmt.Errorf("key file %s: %w", kr.file, err)
+		}
+		// A file that held keys and holds none is far more often a file
+		// caught half-written (an editor truncates it before writing) than
+		// an operator locking every client out on purpose.
+		if len(fromFile) == 0 && kr.current.Load() != nil {
+			return fmt.Errorf("key file %s holds no key now (truncated, or caught while being written?); to refuse every client on purpose, stop the service", kr.file)
 		}
 		entries = append(entries, fromFile...)
 	}
@@ -223,6 +240,14 @@ func bearerToken(header string) (token string, ok bool) {
 // access log and metrics.
 func requireKey(kr keyring, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := len(r.Header.Values("Authorization")); n > 1 {
+			// One proxy may read the first, another the last: whichever
+			// this service chose, something in front of it could
+			// disagree about who is calling. RFC 9110 allows the field
+			// once.
+			writeError(w, r, log, errorf(codeInvalidHeader, "the Authorization header is given %d times; send it once", n))
+			return
+		}
 		header := r.Header.Get("Authorization")
 		token, isBearer := bearerToken(header)
 		if isBearer && token != "" {

@@ -32,6 +32,12 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	aFile := filepath.Join(dir, "a-file")
 	writeFile(t, aFile, "not a directory")
 	writeFile(t, filepath.Join(dir, "bad-keys"), "sha256:nothex label\n")
+	for name, mode := range map[string]os.FileMode{"group-writable-keys": 0o620, "world-writable-keys": 0o602} {
+		writeFile(t, filepath.Join(dir, name), testKey+"\n")
+		if err := os.Chmod(filepath.Join(dir, name), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
 	writeFile(t, filepath.Join(dir, "bad-seed.json"), `[{"name":"Rex","categoryId":1},{"name":"NoCategory"}]`)
 	writeFile(t, filepath.Join(dir, "not-json.json"), `{"name":`)
 
@@ -56,6 +62,8 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"a missing key file", nil, []string{"-api-keys-file", filepath.Join(dir, "nope")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "cannot read"},
 		{"a key file that is a directory", map[string]string{"PETSTORE_API_KEYS_FILE": dir}, nil, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "key file"},
 		{"a key file with a bad line", nil, []string{"-api-keys-file", filepath.Join(dir, "bad-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "line 1"},
+		{"a key file its group can write", nil, []string{"-api-keys-file", filepath.Join(dir, "group-writable-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "written by its group or by other users (mode 0620)"},
+		{"a key file anyone can write", nil, []string{"-api-keys-file", filepath.Join(dir, "world-writable-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "(mode 0602)"},
 		{"a negative timeout", nil, []string{"-read-timeout", "-1s"}, "-read-timeout (PETSTORE_READ_TIMEOUT)", "negative"},
 		{"a negative shutdown timeout from the environment", map[string]string{"PETSTORE_SHUTDOWN_TIMEOUT": "-5s"}, nil, "-shutdown-timeout (PETSTORE_SHUTDOWN_TIMEOUT)", "negative"},
 		{"a timeout that is not a duration", map[string]string{"PETSTORE_WRITE_TIMEOUT": "soon"}, nil, "PETSTORE_WRITE_TIMEOUT", "soon"},

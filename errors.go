@@ -107,10 +107,10 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	e := apiErrorOf(err)
 	switch {
 	case e == nil:
-		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.ErrorContext(r.Context(), "request failed", "method", abbreviate(r.Method), "path", abbreviate(r.URL.Path), "err", err)
 		e = errorf(codeInternal, "the server failed to complete the request; the failure has been logged")
 	case e.Status >= 500 && !errors.As(err, new(*apiError)):
-		log.WarnContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
+		log.WarnContext(r.Context(), "request refused", "method", abbreviate(r.Method), "path", abbreviate(r.URL.Path), "code", e.Code, "err", err)
 	}
 	writeJSON(w, e.Status, e)
 }
@@ -187,7 +187,7 @@ func routeErrors(log *slog.Logger, mux *http.ServeMux, auth func(http.Handler) h
 		rec := &statusRecorder{header: w.Header()}
 		h.ServeHTTP(rec, r)
 		if rec.status == http.StatusMethodNotAllowed {
-			writeError(w, r, log, errorf(codeMethodNotAllowed, "method %s is not allowed on %s; allowed: %s", abbreviate(r.Method), p, w.Header().Get("Allow")))
+			writeError(w, r, log, errorf(codeMethodNotAllowed, "method %s is not allowed on %q; allowed: %s", abbreviate(r.Method), abbreviate(p), w.Header().Get("Allow")))
 			return
 		}
 		writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; the API lives under /v1, for example /v1/pets", abbreviate(p)))

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // These tests send what a broken or hostile client sends, over real TCP to
@@ -221,5 +222,53 @@ func TestA10KBAuthorizationHeader(t *testing.T) {
 	}
 	if strings.Contains(rs.Stderr.String(), "kkkk") {
 		t.Errorf("the log holds the header value")
+	}
+}
+
+func TestEveryEchoOfClientInputIsShort(t *testing.T) {
+	ts := newTestServer(t)
+	huge := strings.Repeat("a", 60_000)
+	// A multi-byte character across the cut: the echo ends between
+	// characters, never inside one.
+	accents := "x" + strings.Repeat("é", 30_000)
+	tests := []struct {
+		rule, method, path, body string
+		status                   int
+	}{
+		{"a 1 MB unknown field name", "POST", "/v1/pets", `{"` + strings.Repeat("x", 1_000_000-16) + `":1}`, 400},
+		{"an unknown field name of accents", "POST", "/v1/pets", `{"` + accents + `":1}`, 400},
+		{"a 60 KB categoryId", "POST", "/v1/pets", `{"name":"a","categoryId":` + strings.Repeat("9", 60_000) + `}`, 400},
+		{"a 60 KB petId in an order", "POST", "/v1/store/orders", `{"petId":` + strings.Repeat("9", 60_000) + `}`, 400},
+		{"a 60 KB name", "POST", "/v1/pets", `{"name":"` + huge + `","categoryId":1}`, 400},
+		{"a 60 KB status", "PATCH", "/v1/store/orders/1", `{"status":"` + huge + `"}`, 400},
+		{"a 60 KB query parameter name", "GET", "/v1/pets?" + huge + "=1", "", 400},
+		{"a 60 KB query parameter given twice", "GET", "/v1/pets?" + huge + "=1&" + huge + "=2", "", 400},
+		{"a 60 KB limit", "GET", "/v1/pets?limit=" + huge, "", 400},
+		{"a 60 KB id filter item", "GET", "/v1/pets?id=" + accents, "", 400},
+		{"a 60 KB petId", "GET", "/v1/pets/" + huge, "", 404},
+		{"a 60 KB orderId", "GET", "/v1/store/orders/" + huge, "", 404},
+		{"a 60 KB unknown path", "GET", "/v1/" + huge, "", 404},
+		{"a 60 KB unclean path", "GET", "/v1/" + huge + "/", "", 404},
+		{"a 60 KB path with a method it does not take", "PUT", "/v1/pets/" + huge, "", 405},
+		{"a 60 KB file of the reference", "GET", "/docs/" + huge + "/" + huge, "", 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			res := ts.do(t, tt.method, tt.path, tt.body, nil)
+			if res.Status != tt.status {
+				t.Errorf("status %d, want %d", res.Status, tt.status)
+			}
+			if len(res.Body) > 512 {
+				t.Errorf("the answer is %d bytes, want at most 512: %.300s", len(res.Body), res.Body)
+			}
+			if !utf8.Valid(res.Body) || strings.Contains(string(res.Body), `\\x`) || strings.Contains(string(res.Body), "\ufffd") {
+				t.Errorf("the echo is cut inside a character: %.300s", res.Body)
+			}
+		})
+	}
+	for line := range strings.Lines(ts.Log.String()) {
+		if len(line) > 1024 {
+			t.Errorf("a log line is %d bytes: %.300s", len(line), line)
+		}
 	}
 }

@@ -20,6 +20,11 @@ import (
 )
 
 func main() {
+	// SIGHUP asks for a key reload, and its default action would end the
+	// process, which systemd does not restart. It is ignored from the first
+	// line on, so that a reload sent while the service starts never kills
+	// it; run takes it over before it reads the keys.
+	signal.Ignore(syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
@@ -54,15 +59,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return hashKey(stdin, stdout)
 		}
 	}
+	// Registered before the keys are read: a SIGHUP sent once they are read
+	// waits in hup for the serving loop, which reloads them.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg, stdout, stderr)
+	return serve(ctx, cfg, hup, stdout, stderr)
 }
 
-// serve runs the HTTP service until ctx is cancelled.
-func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+// serve runs the HTTP service until ctx is cancelled, reloading the keys on
+// every signal from hup.
+func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr io.Writer) error {
 	log := newLogger(cfg.logFormat, stderr)
 	keys := cfg.keys
 	switch {
@@ -123,9 +134,6 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 
 	url := listenURL(ln.Addr())
 	log.Info("petstore started", "version", version(), "url", url, "db", cfg.dbPath,

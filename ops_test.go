@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -84,15 +86,111 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 			t.Errorf("the failed reload does not say which line is wrong: %v", r)
 		}
 	}
+
+	// Neither does a file that holds no key (an editor caught half-way), nor
+	// one that its group or other users can write. Each is an error record.
+	for _, tt := range []struct {
+		rule    string
+		change  func()
+		mention string
+	}{
+		{"a truncated file", func() { writeFile(t, keyFile, "") }, "holds no key"},
+		{"a file of comments only", func() { writeFile(t, keyFile, "# new-key web\n") }, "holds no key"},
+		{"a file others can write", func() {
+			writeFile(t, keyFile, "other-key web\n")
+			os.Chmod(keyFile, 0o646)
+		}, "(mode 0646)"},
+	} {
+		failures := len(stderr.find(t, "ERROR", notReloaded))
+		tt.change()
+		cmd.Process.Signal(syscall.SIGHUP)
+		eventually(t, tt.rule+" is refused", func() bool { return len(stderr.find(t, "ERROR", notReloaded)) > failures })
+		if err := stderr.find(t, "ERROR", notReloaded)[failures].field("err"); !strings.Contains(err, tt.mention) {
+			t.Errorf("%s: the error %q does not mention %q", tt.rule, err, tt.mention)
+		}
+		if got := status("new-key"); got != http.StatusOK {
+			t.Errorf("after %s the current key got status %d, want 200", tt.rule, got)
+		}
+		if got := status("other-key"); got != http.StatusUnauthorized {
+			t.Errorf("after %s a key of the refused file got status %d, want 401", tt.rule, got)
+		}
+	}
 	close(stop)
 	wg.Wait()
 	if refused.Load() != 0 {
 		t.Errorf("%d of %d requests with a key kept across reloads were refused", refused.Load(), sent.Load())
 	}
-	for _, key := range []string{"old-key", "new-key", "steady-key"} {
+	for _, key := range []string{"old-key", "new-key", "steady-key", "other-key"} {
 		if strings.Contains(stderr.String(), key) {
 			t.Errorf("the log contains the key %q", key)
 		}
+	}
+}
+
+func TestSIGHUPWhileStartingDoesNotEndTheProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_API_KEYS="+testKey, "PETSTORE_LOG_FORMAT=json",
+		"PETSTORE_DB="+filepath.Join(dir, "pets.db"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	firstLine := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		firstLine <- line
+		io.Copy(io.Discard, r)
+	}()
+
+	// The process is past the first line of main once it touches the
+	// database's directory (the settings are checked by creating a file
+	// there), and it is still starting: from then until it listens, it is
+	// sent SIGHUP after SIGHUP. Each one must be a reload, never the signal's
+	// default action, which ends the process.
+	deadline := time.Now().Add(10 * time.Second)
+	for entries, _ := os.ReadDir(dir); len(entries) == 0; entries, _ = os.ReadDir(dir) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the process did not touch %s within 10 s", dir)
+		}
+	}
+	sent := 0
+	var line string
+	for started := false; !started; {
+		select {
+		case line = <-firstLine:
+			started = true
+		default:
+			if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatalf("SIGHUP %d: %v", sent+1, err)
+			}
+			sent++
+		}
+	}
+	m := urlLine.FindStringSubmatch(strings.TrimSpace(line))
+	if m == nil {
+		t.Fatalf("after %d SIGHUPs while starting, stdout gave %q (the process ended: %v)", sent, line, cmd.Wait())
+	}
+	t.Logf("%d SIGHUPs sent while the process started", sent)
+	cmd.Process.Signal(syscall.SIGHUP)
+	if res := doRequest(t, m[1], "GET", "/v1/pets", "", nil); res.Status != http.StatusOK {
+		t.Errorf("after the SIGHUPs: status %d, want 200", res.Status)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGHUPs and SIGTERM the process exited with %v, want exit code 0", err)
 	}
 }
 

@@ -235,13 +235,20 @@ func jsonKind(raw json.RawMessage) string {
 	}
 }
 
-// abbreviate shortens what a client sent to a length fit for an error message.
+// abbreviate shortens what a client sent to a length fit for an error message
+// or a log line: at most 32 bytes, cut between characters, then "...". Every
+// echo of client input goes through it, so an answer never grows with what
+// the client sent.
 func abbreviate(s string) string {
 	const max = 32
 	if len(s) <= max {
 		return s
 	}
-	return s[:max] + "..."
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // parseDecimal parses a non-negative int64 written in plain decimal digits:
@@ -305,7 +312,7 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 	}
 	for name, vs := range values {
 		if len(vs) > 1 {
-			return q, errorf(codeInvalidParameter, "parameter %s is given %d times; give it at most once", abbreviate(name), len(vs))
+			return q, errorf(codeInvalidParameter, "parameter %q is given %d times; give it at most once", abbreviate(name), len(vs))
 		}
 		v := vs[0]
 		switch name {
