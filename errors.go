@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,11 +100,30 @@ func apiErrorOf(err error) *apiError {
 	return nil
 }
 
+// errClientGone is what reading a request body returns when the client
+// closed the connection before sending all of it.
+var errClientGone = errors.New("the client closed the connection before the request was complete")
+
+// clientGone reports whether err says that the client went away: it hung up
+// while its body was being read, or its request's context ended (net/http
+// cancels it when the connection closes) and the work was abandoned.
+func clientGone(r *http.Request, err error) bool {
+	return errors.Is(err, errClientGone) || (errors.Is(err, context.Canceled) && r.Context().Err() != nil)
+}
+
 // writeError answers with err as the JSON error body, translated by
 // apiErrorOf. A failure of ours gets a bare 500 and its details go to the log
 // only, so no SQL, path or stack ever reaches a client; a 5xx the client is
-// told about (the disk is full) is logged as a warning with its cause.
+// told about (the disk is full) is logged as a warning with its cause. A
+// client that went away is no failure of ours: nothing is sent, and the
+// request is counted apart (statusClientGone).
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	if clientGone(r, err) {
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.gone = true
+		}
+		return
+	}
 	e := apiErrorOf(err)
 	switch {
 	case e == nil:

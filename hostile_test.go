@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +17,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // These tests send what a broken or hostile client sends, over real TCP to
@@ -271,4 +275,81 @@ func TestEveryEchoOfClientInputIsShort(t *testing.T) {
 			t.Errorf("a log line is %d bytes: %.300s", len(line), line)
 		}
 	}
+}
+
+func TestAClientThatHangsUpIsNotAServerError(t *testing.T) {
+	t.Run("its request's context ends while the write waits", func(t *testing.T) {
+		ts := newTestServer(t)
+		rex := ts.createPet(t, "Rex", 1, "")
+		before := storedPets(t, ts.Store)
+		// net/http ends a request's context when its client closes the
+		// connection; here it has ended before the handler runs. Whether
+		// the write is refused before it is queued or found ended in the
+		// queue (the two ways it happens), the client is gone, and nothing
+		// may be written.
+		gone, cancel := context.WithCancel(t.Context())
+		cancel()
+		requests := []struct{ method, path, body, key string }{
+			{"POST", "/v1/pets", `{"name":"Gone","categoryId":1}`, ""},
+			{"POST", "/v1/pets", `{"name":"Gone","categoryId":1}`, "gone-key"},
+			{"PATCH", fmt.Sprintf("/v1/pets/%d", rex.ID), `{"name":"Renamed"}`, ""},
+			{"DELETE", fmt.Sprintf("/v1/pets/%d", rex.ID), "", ""},
+			{"POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, rex.ID), ""},
+		}
+		const rounds = 10
+		for range rounds {
+			for _, rq := range requests {
+				req := newRequest(t, ts.URL, rq.method, rq.path, rq.body, map[string]string{idempotencyHeader: rq.key}).WithContext(gone)
+				rec := httptest.NewRecorder()
+				ts.Handler.ServeHTTP(rec, req)
+				if rec.Body.Len() != 0 {
+					t.Errorf("%s %s: an answer was written to a client that is gone: %d %s", rq.method, rq.path, rec.Code, rec.Body)
+				}
+			}
+		}
+		if diff := cmp.Diff(before, storedPets(t, ts.Store)); diff != "" {
+			t.Errorf("requests of a client that is gone changed the catalogue (-want +got):\n%s", diff)
+		}
+		for _, r := range ts.Log.records(t) {
+			if r["level"] != "INFO" && r["level"] != "DEBUG" {
+				t.Errorf("logged at %v: %v", r["level"], r)
+			}
+		}
+		metrics := ts.do(t, "GET", "/metrics", "", nil).Body
+		for _, route := range []string{"POST /v1/pets", "PATCH /v1/pets/{petId}", "DELETE /v1/pets/{petId}", "POST /v1/store/orders"} {
+			want := float64(rounds)
+			if route == "POST /v1/pets" {
+				want = 2 * rounds
+			}
+			if got := metricValue(t, metrics, "petstore_http_requests_total", map[string]string{"route": route, "code": "499"}); got != want {
+				t.Errorf("%s: %v requests counted as 499, want %v", route, got, want)
+			}
+			if n := metricValue(t, metrics, "petstore_http_requests_total", map[string]string{"route": route, "code": "500"}); n != 0 {
+				t.Errorf("%s: %v requests counted as 500", route, n)
+			}
+		}
+	})
+
+	t.Run("it hangs up halfway through its body", func(t *testing.T) {
+		ts := newTestServer(t)
+		conn := dialService(t, ts.URL)
+		fmt.Fprintf(conn, "POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":\"Half", testKey)
+		conn.Close()
+		var access logRecord
+		eventually(t, "the service logs the request", func() bool {
+			recs := ts.Log.find(t, "INFO", "request")
+			if len(recs) > 0 {
+				access = recs[0]
+			}
+			return len(recs) > 0
+		})
+		if access["status"] != float64(statusClientGone) {
+			t.Errorf("the access log says status %v, want %d: %v", access["status"], statusClientGone, access)
+		}
+		for _, r := range ts.Log.records(t) {
+			if r["level"] != "INFO" {
+				t.Errorf("logged at %v: %v", r["level"], r)
+			}
+		}
+	})
 }

@@ -93,6 +93,10 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		return &configError{settingName("db"), err.Error()}
 	}
 	defer st.Close()
+	if fi, err := os.Stat(cfg.dbPath); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the database file can be read by other users than its owner; chmod 600 it (and its -wal and -shm files)",
+			"db", cfg.dbPath, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
 	if st.schemaFrom != st.schemaVersion {
 		log.Info("database schema migrated", "db", cfg.dbPath, "from", st.schemaFrom, "to", st.schemaVersion)
 	}

@@ -15,7 +15,16 @@ type requestInfo struct {
 	id     string // echoed in X-Request-Id
 	route  string // the mux pattern that served it; "" when none did
 	caller string // the label of its API key, once authenticated
+	// gone says the client went away before its answer (see clientGone):
+	// nothing was sent, and the request is counted as statusClientGone.
+	gone bool
 }
+
+// statusClientGone is the status the access log and the metrics give a
+// request whose client went away before it was answered. No answer is sent
+// (no one is there to read it); it is counted apart from the server's
+// errors, under nginx's code for a closed client request.
+const statusClientGone = 499
 
 // requestInfoKey is the context key of the *requestInfo.
 type requestInfoKey struct{}
@@ -55,7 +64,10 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 
 		elapsed := time.Since(start)
 		status := sw.status
-		if status == 0 {
+		switch {
+		case info.gone:
+			status = statusClientGone
+		case status == 0:
 			status = http.StatusOK // nothing written: net/http sends 200
 		}
 		route := info.route

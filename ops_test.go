@@ -518,6 +518,108 @@ func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
 	})
 }
 
+func TestBackupWritesExactlyTheNamedFile(t *testing.T) {
+	dir := t.TempDir()
+	// Relative names, as typed in a shell: run from the directory.
+	t.Chdir(dir)
+	ts := newTestServer(t, atPath("file:pets.db"))
+	rex := ts.createPet(t, "Rex", 1, "")
+	if _, err := os.Stat(filepath.Join(dir, "pets.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("-db file:pets.db opened pets.db (stat: %v), not the file named file:pets.db", err)
+	}
+	backup := func(out string) error {
+		return runConfig(t, nil, "backup", "-db", "file:pets.db", out)
+	}
+	pets := func(t *testing.T, path string) []Pet {
+		t.Helper()
+		st, err := openStore(t.Context(), path)
+		if err != nil {
+			t.Fatalf("open the copy %s: %v", path, err)
+		}
+		defer st.Close()
+		return storedPets(t, st)
+	}
+
+	t.Run("a name that SQLite would read as a URI", func(t *testing.T) {
+		if err := backup("file:copy.db"); err != nil {
+			t.Fatalf("backup: %v", err)
+		}
+		if diff := cmp.Diff([]Pet{rex}, pets(t, filepath.Join(dir, "file:copy.db"))); diff != "" {
+			t.Errorf("the copy mismatch (-want +got):\n%s", diff)
+		}
+		for _, other := range []string{"copy.db"} {
+			if _, err := os.Stat(filepath.Join(dir, other)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the backup also wrote %s (stat: %v)", other, err)
+			}
+		}
+	})
+	t.Run("the copy is readable by its owner only", func(t *testing.T) {
+		if err := backup("owner-only.db"); err != nil {
+			t.Fatalf("backup: %v", err)
+		}
+		if fi, err := os.Stat("owner-only.db"); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("the copy's mode is %v (%v), want 0600", fi.Mode().Perm(), err)
+		}
+	})
+	t.Run("nothing is written through a symbolic link", func(t *testing.T) {
+		for _, tt := range []struct {
+			rule, link, target, out string
+			refused                 bool // else the copy is made, as out itself
+		}{
+			{"a dangling link", "dangling.db", filepath.Join(dir, "elsewhere.db"), "dangling.db", true},
+			{"a link to a file", "linked.db", filepath.Join(dir, "precious"), "linked.db", true},
+			{"a URI's name whose file is a dangling link", "uri-link.db", filepath.Join(dir, "elsewhere-too.db"), "file:uri-link.db", false},
+		} {
+			if strings.Contains(tt.target, "precious") {
+				writeFile(t, tt.target, "precious")
+			}
+			if err := os.Symlink(tt.target, tt.link); err != nil {
+				t.Fatal(err)
+			}
+			err := backup(tt.out)
+			if ce, ok := errors.AsType[*configError](err); tt.refused && (!ok || !strings.Contains(ce.problem, "refusing to overwrite")) {
+				t.Errorf("%s: backup = %v, want a configError refusing", tt.rule, err)
+			}
+			if !tt.refused {
+				if err != nil {
+					t.Errorf("%s: backup: %v", tt.rule, err)
+				} else if fi, err := os.Lstat(tt.out); err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("%s: %s is not the copy, a regular file (%v, %v)", tt.rule, tt.out, fi, err)
+				}
+			}
+			b, err := os.ReadFile(tt.target)
+			switch {
+			case strings.Contains(tt.target, "precious") && string(b) != "precious":
+				t.Errorf("%s: the link's target now holds %q", tt.rule, b)
+			case !strings.Contains(tt.target, "precious") && !errors.Is(err, os.ErrNotExist):
+				t.Errorf("%s: the backup wrote through the link to its target (%v)", tt.rule, err)
+			}
+		}
+	})
+	t.Run("no working file is left behind", func(t *testing.T) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".petstore-backup-") {
+				t.Errorf("left behind: %s", e.Name())
+			}
+		}
+	})
+}
+
+func TestDatabaseFilesAreTheOwnersOnly(t *testing.T) {
+	ts := newTestServer(t)
+	ts.createPet(t, "Rex", 1, "") // the WAL and its index exist once written
+	for _, f := range []string{ts.DBPath, ts.DBPath + "-wal", ts.DBPath + "-shm"} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %04o, want 0600", filepath.Base(f), fi.Mode().Perm())
+		}
+	}
+}
+
 func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {
 	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_API_KEYS": testKey}
 	dir := t.TempDir()
