@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -24,16 +25,28 @@ import (
 // that it holds no secret at all.
 type keyEntry struct {
 	digest [sha256.Size]byte
-	label  string // names the caller in logs and metrics, never the key
+	// id is the key's identity wherever the service keeps state per key
+	// (idempotency records in the database, rate limits, metrics labels):
+	// the HMAC-SHA256 of the digest under the service's secret (see
+	// loadSecret). The digest alone is an unsalted hash of the key, which
+	// whoever reads the database could test guesses against; the id is
+	// worthless without the secret, which is kept outside the database.
+	id    [sha256.Size]byte
+	label string // names the caller in logs and metrics, never the key
 }
 
-// newKeyEntry makes the entry for a digest, labelled by label or, without
-// one, by a short prefix of the digest.
-func newKeyEntry(digest [sha256.Size]byte, label string) keyEntry {
-	if label == "" {
-		label = "key-" + hex.EncodeToString(digest[:4])
+// newKeyEntry makes the entry for a digest under secret, labelled by label
+// or, without one, by a short prefix of its id: stable across restarts and
+// replicas that share the secret, and derived from no key material alone.
+func newKeyEntry(secret []byte, digest [sha256.Size]byte, label string) keyEntry {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(digest[:])
+	e := keyEntry{digest: digest, label: label}
+	mac.Sum(e.id[:0])
+	if e.label == "" {
+		e.label = "key-" + hex.EncodeToString(e.id[:4])
 	}
-	return keyEntry{digest: digest, label: label}
+	return e
 }
 
 // keySet is a set of accepted keys, immutable once built.
@@ -62,14 +75,14 @@ func (ks *keySet) match(token string) (entry keyEntry, ok bool) {
 // identity of the API key that authenticated a request.
 type keyIdentityKey struct{}
 
-// keyIdentity returns the SHA-256 digest of the API key that authenticated
-// the request whose context is ctx; ok is false outside requireKey. Per-key
-// state (idempotency keys, rate limits) is scoped by this digest, so the key
-// itself never needs to be kept past the check, and a key keeps its state
-// whatever label it is given.
-func keyIdentity(ctx context.Context) (digest [sha256.Size]byte, ok bool) {
-	digest, ok = ctx.Value(keyIdentityKey{}).([sha256.Size]byte)
-	return digest, ok
+// keyIdentity returns the id (see keyEntry) of the API key that
+// authenticated the request whose context is ctx; ok is false outside
+// requireKey. Per-key state (idempotency keys, rate limits) is scoped by this
+// id, so the key itself never needs to be kept past the check, and a key
+// keeps its state whatever label it is given.
+func keyIdentity(ctx context.Context) (id [sha256.Size]byte, ok bool) {
+	id, ok = ctx.Value(keyIdentityKey{}).([sha256.Size]byte)
+	return id, ok
 }
 
 // keyring is the service's current key set: the keys of PETSTORE_API_KEYS
@@ -77,18 +90,20 @@ func keyIdentity(ctx context.Context) (digest [sha256.Size]byte, ok bool) {
 // through an atomic pointer, so a reload swaps it without blocking or
 // dropping a request.
 type keyring struct {
+	secret  []byte // keys the ids of the entries (see keyEntry)
 	envKeys []keyEntry
 	file    string
 	current *atomic.Pointer[keySet]
 }
 
 // loadKeyring builds the key set from a comma-separated list (as in
-// PETSTORE_API_KEYS) and, when file is not empty, a key file.
-func loadKeyring(list, file string) (keyring, error) {
-	kr := keyring{file: file, current: new(atomic.Pointer[keySet])}
+// PETSTORE_API_KEYS) and, when file is not empty, a key file; secret keys
+// the entries' ids.
+func loadKeyring(list, file string, secret []byte) (keyring, error) {
+	kr := keyring{secret: secret, file: file, current: new(atomic.Pointer[keySet])}
 	for k := range strings.SplitSeq(list, ",") {
 		if k = strings.TrimSpace(k); k != "" {
-			kr.envKeys = append(kr.envKeys, newKeyEntry(sha256.Sum256([]byte(k)), ""))
+			kr.envKeys = append(kr.envKeys, newKeyEntry(secret, sha256.Sum256([]byte(k)), ""))
 		}
 	}
 	if err := kr.reload(); err != nil {
@@ -97,9 +112,10 @@ func loadKeyring(list, file string) (keyring, error) {
 	return kr, nil
 }
 
-// staticKeyring is a keyring of fixed keys, for tests and the generated key.
-func staticKeyring(keys ...string) keyring {
-	kr, _ := loadKeyring(strings.Join(keys, ","), "") // cannot fail without a file
+// fixedKeyring is a keyring of the given keys only, such as the generated
+// key.
+func fixedKeyring(secret []byte, keys ...string) keyring {
+	kr, _ := loadKeyring(strings.Join(keys, ","), "", secret) // cannot fail without a file
 	return kr
 }
 
@@ -130,7 +146,7 @@ func (kr keyring) reload() error {
 		if perm := fi.Mode().Perm(); perm&0o022 != 0 {
 			return fmt.Errorf("key file %s can be written by its group or by other users (mode %04o), so anyone of them could add a key; refusing it (chmod go-w %s)", kr.file, perm, kr.file)
 		}
-		fromFile, err := parseKeyFile(f)
+		fromFile, err := parseKeyFile(f, kr.secret)
 		if err != nil {
 			return fmt.Errorf("key file %s: %w", kr.file, err)
 		}
@@ -155,8 +171,8 @@ func validLabel(s string) bool {
 // parseKeyFile reads one entry per line: a key, or "sha256:" and the hex
 // digest of a key, then optionally a label. Blank lines and everything from a
 // '#' that starts a word are ignored. Errors name the line but never repeat
-// its content, which may be a key.
-func parseKeyFile(r io.Reader) ([]keyEntry, error) {
+// its content, which may be a key. secret keys the entries' ids.
+func parseKeyFile(r io.Reader, secret []byte) ([]keyEntry, error) {
 	var entries []keyEntry
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
@@ -189,7 +205,7 @@ func parseKeyFile(r io.Reader) ([]keyEntry, error) {
 			}
 			digest = [sha256.Size]byte(b)
 		}
-		entries = append(entries, newKeyEntry(digest, label))
+		entries = append(entries, newKeyEntry(secret, digest, label))
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("line too long or unreadable: %v", err)
@@ -255,7 +271,7 @@ func requireKey(kr keyring, log *slog.Logger, next http.Handler) http.Handler {
 				if info := requestInfoFrom(r.Context()); info != nil {
 					info.caller = entry.label
 				}
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, entry.digest)))
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, entry.id)))
 				return
 			}
 		}

@@ -31,6 +31,7 @@ type config struct {
 	dbPath            string
 	apiKeys           string // PETSTORE_API_KEYS only: a flag would show keys in ps
 	apiKeysFile       string
+	secretFile        string
 	logFormat         string
 	seedFile          string
 	readHeaderTimeout time.Duration
@@ -41,8 +42,9 @@ type config struct {
 	maxHeaderBytes    int
 	limits            limits
 
-	keys keyring  // loaded from apiKeys and apiKeysFile
-	seed []newPet // parsed from seedFile
+	keys   keyring  // loaded from apiKeys and apiKeysFile
+	secret []byte   // loaded from secretFile, or the file next to the database
+	seed   []newPet // parsed from seedFile
 }
 
 // limits are the policies newServer applies to requests.
@@ -74,6 +76,7 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.addr, "addr", ":8080", "address to listen on, host:port; port 0 picks a free port")
 	fs.StringVar(&cfg.dbPath, "db", "petstore.db", "SQLite database file, created if missing; :memory: for an ephemeral one")
 	fs.StringVar(&cfg.apiKeysFile, "api-keys-file", "", "file of API keys, one per line: KEY or sha256:HEX, then an optional label")
+	fs.StringVar(&cfg.secretFile, "secret-file", "", "file of the secret that keys API key identities (shared by every process on one database); default: the database path + .secret, made on first start")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&cfg.seedFile, "seed", "", "JSON array of NewPet loaded at start-up into an empty database")
 	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 5*time.Second, "time allowed to read a request's headers")
@@ -179,7 +182,12 @@ func (cfg *config) check() error {
 	if err := cfg.limits.checkRate(); err != nil {
 		return err
 	}
-	keys, err := loadKeyring(cfg.apiKeys, cfg.apiKeysFile)
+	secret, err := loadSecret(cfg.secretFile, cfg.dbPath)
+	if err != nil {
+		return &configError{settingName("secret-file"), err.Error()}
+	}
+	cfg.secret = secret
+	keys, err := loadKeyring(cfg.apiKeys, cfg.apiKeysFile, secret)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,6 +40,29 @@ const (
 	testKey      = "test-key-0123456789"
 	otherTestKey = "second-key-abcdef"
 )
+
+// testSecret is the service's secret (see loadSecret) of every server that
+// newTestServer starts: fixed, so that a restart on the same file finds the
+// same key identities, as it does with the secret file next to a database.
+var testSecret = []byte("test-secret-0123456789abcdefghijklmnopqrstuvwxyz")
+
+// staticKeyring is a keyring of fixed keys under testSecret.
+func staticKeyring(keys ...string) keyring { return fixedKeyring(testSecret, keys...) }
+
+// keyID is the identity the service gives key under secret, computed here
+// apart from auth.go: the HMAC-SHA256 of the key's SHA-256 digest.
+func keyID(secret []byte, key string) [sha256.Size]byte {
+	d := sha256.Sum256([]byte(key))
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(d[:])
+	return [sha256.Size]byte(mac.Sum(nil))
+}
+
+// callerLabel is how logs and metrics name an unlabelled key under secret.
+func callerLabel(secret []byte, key string) string {
+	id := keyID(secret, key)
+	return "key-" + hex.EncodeToString(id[:4])
+}
 
 // The three levels at which a test starts the service:
 //

@@ -81,7 +81,7 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		// Running open would be a trap: a service started "just to try"
 		// ends up exposed. A generated key keeps local use zero-setup.
 		key := generateKey()
-		keys = staticKeyring(key)
+		keys = fixedKeyring(cfg.secret, key)
 		fmt.Fprintf(stderr, "WARNING: PETSTORE_API_KEYS is not set. This run accepts only this generated API key:\n\n    %s\n\n"+
 			"Send it as 'Authorization: Bearer <key>'. Set PETSTORE_API_KEYS to choose your own keys.\n\n", key)
 	case len(keys.keys().entries) == 0:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -236,9 +237,10 @@ func TestRequestIDs(t *testing.T) {
 func TestJSONLogs(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "keys")
 	writeFile(t, keyFile, "labelled-key shop-frontend\n")
+	dbPath := filepath.Join(t.TempDir(), "pets.db")
 	rs := startRun(t, map[string]string{
 		"PETSTORE_ADDR":          "127.0.0.1:0",
-		"PETSTORE_DB":            filepath.Join(t.TempDir(), "pets.db"),
+		"PETSTORE_DB":            dbPath,
 		"PETSTORE_API_KEYS":      testKey,
 		"PETSTORE_API_KEYS_FILE": keyFile,
 	}, "-log-format", "json")
@@ -280,7 +282,7 @@ func TestJSONLogs(t *testing.T) {
 	}
 	want := []map[string]any{
 		access("POST", "/v1/pets", 201, "trace-1", "shop-frontend"),
-		access("GET", "/v1/pets", 200, "trace-2", "key-"+hexDigest(testKey)[:8]),
+		access("GET", "/v1/pets", 200, "trace-2", callerLabel(secretOf(t, dbPath), testKey)),
 		access("GET", "/v1/pets", 401, "trace-3", ""),
 	}
 	if diff := cmp.Diff(want, requests); diff != "" {
@@ -310,11 +312,15 @@ func TestJSONLogs(t *testing.T) {
 	}
 }
 
-// hexDigest is the hex SHA-256 digest of key.
-func hexDigest(key string) string {
-	var out strings.Builder
-	hashKey(strings.NewReader(key), &out)
-	return strings.TrimSpace(strings.TrimPrefix(out.String(), "sha256:"))
+// secretOf reads the secret the service made next to the database at
+// dbPath (see loadSecret).
+func secretOf(t *testing.T, dbPath string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(defaultSecretFile(dbPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(strings.TrimSpace(string(b)))
 }
 
 func TestMetricsAfterKnownTraffic(t *testing.T) {
@@ -361,8 +367,8 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		}
 		return 0
 	}
-	key1 := "key-" + hexDigest(testKey)[:8]
-	key2 := "key-" + hexDigest(otherTestKey)[:8]
+	key1 := callerLabel(testSecret, testKey)
+	key2 := callerLabel(testSecret, otherTestKey)
 	got := map[string]float64{
 		"requests POST /v1/pets 201":    value("petstore_http_requests_total", map[string]string{"route": "POST /v1/pets", "code": "201"}),
 		"requests POST /v1/pets 400":    value("petstore_http_requests_total", map[string]string{"route": "POST /v1/pets", "code": "400"}),
@@ -375,6 +381,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		"pets available":                value("petstore_pets", map[string]string{"status": "available"}),
 		"pets pending":                  value("petstore_pets", map[string]string{"status": "pending"}),
 		"pets sold":                     value("petstore_pets", map[string]string{"status": "sold"}),
+		"idempotency records":           value("petstore_idempotency_records", map[string]string{}),
 		"getPet calls by first key":     value("petstore_deprecated_calls_total", map[string]string{"operation": "getPet", "caller": key1}),
 		"getPet calls by second key":    value("petstore_deprecated_calls_total", map[string]string{"operation": "getPet", "caller": key2}),
 		"database errors":               value("petstore_db_errors_total", map[string]string{}),
@@ -391,6 +398,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		"pets available":                1,
 		"pets pending":                  0,
 		"pets sold":                     2,
+		"idempotency records":           0,
 		"getPet calls by first key":     2,
 		"getPet calls by second key":    1,
 		"database errors":               0,
@@ -413,13 +421,16 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Three failed lists, and perhaps the scrape's own failed count of
-		// pets, which runs concurrently with reading this counter.
-		if got := seriesValue(families["petstore_db_errors_total"].GetMetric()[0]); got != 3 && got != 4 {
-			t.Errorf("petstore_db_errors_total = %v after 3 failed queries, want 3 (or 4)", got)
+		// Three failed lists, and perhaps the scrape's own failed counts of
+		// pets and idempotency records, which run concurrently with
+		// reading this counter.
+		if got := seriesValue(families["petstore_db_errors_total"].GetMetric()[0]); got < 3 || got > 5 {
+			t.Errorf("petstore_db_errors_total = %v after 3 failed queries, want 3 (to 5)", got)
 		}
-		if _, ok := families["petstore_pets"]; ok {
-			t.Errorf("petstore_pets is reported although the database is closed")
+		for _, name := range []string{"petstore_pets", "petstore_idempotency_records"} {
+			if _, ok := families[name]; ok {
+				t.Errorf("%s is reported although the database is closed", name)
+			}
 		}
 	})
 }
@@ -435,6 +446,109 @@ func seriesValue(m *dto.Metric) float64 {
 		return float64(m.GetHistogram().GetSampleCount())
 	}
 	return -1
+}
+
+// TestCountsFollowEveryWrite drives random writes through the API (creates
+// with and without an Idempotency-Key, replays, patches, deletes, orders
+// placed and settled, records expiring, pruned and their keys used again)
+// and after each one compares the counts /metrics reports, which the writes
+// keep (migrations 0005 and 0006), with the rows counted in the database.
+func TestCountsFollowEveryWrite(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, time.November, 22, 12, 0, 0, 0, time.UTC)}
+	ts := newTestServer(t, withClock(clock.now))
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	type counts struct {
+		Pets    map[string]float64
+		Records float64
+	}
+	fromMetrics := func() counts {
+		body := ts.do(t, "GET", "/metrics", "", nil).Body
+		c := counts{Pets: map[string]float64{}, Records: metricValue(t, body, "petstore_idempotency_records", map[string]string{})}
+		for _, s := range petStatuses {
+			c.Pets[s] = metricValue(t, body, "petstore_pets", map[string]string{"status": s})
+		}
+		return c
+	}
+	fromRows := func() counts {
+		c := counts{Pets: map[string]float64{"available": 0, "pending": 0, "sold": 0}}
+		rows, err := ts.Store.reader.QueryContext(t.Context(), "SELECT status, count(*) FROM pets GROUP BY status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s string
+			var n float64
+			if err := rows.Scan(&s, &n); err != nil {
+				t.Fatal(err)
+			}
+			c.Pets[s] = n
+		}
+		if err := ts.Store.reader.QueryRowContext(t.Context(), "SELECT count(*) FROM idempotency_keys").Scan(&c.Records); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var petIDs, orderIDs []int64
+	keys := []string{}
+	pick := func(ids []int64) int64 { return ids[rng.IntN(len(ids))] }
+	for step := range 300 {
+		var what string
+		switch op := rng.IntN(9); {
+		case op == 0 || len(petIDs) == 0:
+			p := ts.createPet(t, fmt.Sprint("pet-", step), 1, petStatuses[rng.IntN(3)])
+			petIDs = append(petIDs, p.ID)
+			what = "create"
+		case op == 1:
+			// A new key, or one used before: a replay (or a 422), or,
+			// once it has expired, its record replaced.
+			key := fmt.Sprint("key-", step)
+			if len(keys) > 0 && rng.IntN(2) == 0 {
+				key = keys[rng.IntN(len(keys))]
+			}
+			keys = append(keys, key)
+			res := ts.do(t, "POST", "/v1/pets", `{"name":"keyed","categoryId":1}`, map[string]string{idempotencyHeader: key})
+			if res.Status == http.StatusCreated && res.Header.Get(idempotencyReplayedHdr) == "" {
+				petIDs = append(petIDs, decode[Pet](t, res).ID)
+			}
+			what = fmt.Sprintf("create with key %s: %d", key, res.Status)
+		case op == 2:
+			id := pick(petIDs)
+			res := ts.do(t, "PATCH", fmt.Sprintf("/v1/pets/%d", id), fmt.Sprintf(`{"status":%q}`, petStatuses[rng.IntN(3)]), nil)
+			what = fmt.Sprintf("patch %d: %d", id, res.Status)
+		case op == 3:
+			id := pick(petIDs)
+			res := ts.do(t, "DELETE", fmt.Sprintf("/v1/pets/%d", id), "", nil)
+			what = fmt.Sprintf("delete %d: %d", id, res.Status)
+		case op == 4:
+			id := pick(petIDs)
+			res := ts.do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, id), map[string]string{idempotencyHeader: fmt.Sprint("order-", step)})
+			if res.Status == http.StatusCreated {
+				orderIDs = append(orderIDs, decode[orderJSON](t, res).ID)
+			}
+			what = fmt.Sprintf("order %d: %d", id, res.Status)
+		case op == 5 && len(orderIDs) > 0:
+			id := pick(orderIDs)
+			res := ts.setOrder(t, id, orderStatuses[1+rng.IntN(2)])
+			what = fmt.Sprintf("settle order %d: %d", id, res.Status)
+		case op == 6:
+			clock.set(clock.now().Add(time.Duration(rng.IntN(12)) * time.Hour))
+			n, err := ts.Store.pruneIdempotencyKeys(t.Context(), clock.now().Add(-defaultIdempotencyTTL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			what = fmt.Sprintf("prune: %d", n)
+		default:
+			clock.set(clock.now().Add(time.Hour))
+			what = "an hour passes"
+		}
+		if diff := cmp.Diff(fromRows(), fromMetrics()); diff != "" {
+			t.Fatalf("step %d (%s): counts mismatch (-rows +metrics):\n%s", step, what, diff)
+		}
+	}
+	t.Logf("%d pets, %d orders, counts %v", len(petIDs), len(orderIDs), fromRows())
 }
 
 func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {

@@ -41,7 +41,7 @@ func placeOrder(now func() time.Time, placed func()) creator {
 // handleListOrders serves listOrders: GET /v1/store/orders?limit=&status=&after=.
 // Pages are cached encoded (see cache.go).
 func handleListOrders(log *slog.Logger, st *store) http.Handler {
-	cache := newResponseCache(&st.generations, ordersResource, orderListSlots)
+	cache := newResponseCache(&st.generations, ordersResource, orderListSlots).bounded(orderListBytes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, err := parseListQuery(r.URL.RawQuery, listOrdersSpec)
 		if err != nil {
@@ -74,7 +74,7 @@ func handleListOrders(log *slog.Logger, st *store) http.Handler {
 // handleGetOrder serves getOrder: GET /v1/store/orders/{orderId}. Found
 // orders are cached encoded (see cache.go).
 func handleGetOrder(log *slog.Logger, st *store) http.Handler {
-	cache := newResponseCache(&st.generations, ordersResource, orderCacheSlots)
+	cache := newResponseCache(&st.generations, ordersResource, orderCacheSlots).bounded(orderCacheBytes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := orderIDOf(w, r, log)
 		if !ok {

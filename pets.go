@@ -51,7 +51,7 @@ var listPetsSpec = listSpec{operation: "listPets", item: "pet", path: "/v1/pets"
 // Pages are cached encoded (see cache.go), except those of the id filter,
 // whose lists of ids are too many to keep.
 func handleListPets(log *slog.Logger, st *store) http.Handler {
-	cache := newResponseCache(&st.generations, petsResource, listCacheSlots)
+	cache := newResponseCache(&st.generations, petsResource, listCacheSlots).bounded(listCacheBytes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, err := parseListQuery(r.URL.RawQuery, listPetsSpec)
 		if err != nil {
@@ -288,7 +288,7 @@ func decodeStatus(raw json.RawMessage, dst *string) error {
 // that a test can move past the sunset. Found pets are cached encoded (see
 // cache.go).
 func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handler {
-	cache := newResponseCache(&st.generations, petsResource, petCacheSlots)
+	cache := newResponseCache(&st.generations, petsResource, petCacheSlots).bounded(petCacheBytes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !now().Before(getPetSunset) {
 			successor := "GET /v1/pets?id={petId}"

@@ -65,7 +65,7 @@ const benchKey = "bench-key-0123456789abcdef"
 // readScenarios are run on every database size; writeScenarios only once per
 // size after them, since they grow the table.
 var (
-	readScenarios  = []string{"list-first", "list-deep", "get"}
+	readScenarios  = []string{"list-first", "list-deep", "get", "get-scraped"}
 	writeScenarios = []string{"create", "mix", "sell"}
 )
 
@@ -74,9 +74,11 @@ var targets = map[string]string{
 	"list-first": ">= 0.80",
 	"list-deep":  ">= 0.50",
 	"get":        ">= 0.60",
-	"create":     ">= 0.50",
-	"mix":        ">= 0.60",
-	"sell":       "",
+	// Judged against get: within 10% of it (see the report's scrape line).
+	"get-scraped": "",
+	"create":      ">= 0.50",
+	"mix":         ">= 0.60",
+	"sell":        "",
 }
 
 // options are the benchmark's flags.
@@ -89,6 +91,9 @@ type options struct {
 	keep     bool
 	only     []string // scenarios to run; all when empty
 	baseline string   // the -baseline revision; none when empty
+
+	scrapers    int           // concurrent /metrics scrapers during get-scraped
+	scrapeEvery time.Duration // each scraper's interval
 
 	// Resolved from the flags, for the report's first line.
 	baselineCommit string // the baseline's full commit hash
@@ -114,6 +119,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (databases, binaries)")
 	only := fs.String("scenarios", "", "run only these scenarios, comma-separated (default: all)")
 	fs.StringVar(&o.baseline, "baseline", "", "also build and load the service at this git revision, and compare (e.g. main, a commit hash)")
+	fs.IntVar(&o.scrapers, "scrapers", 8, "scrapers of /metrics running during the get-scraped scenario")
+	fs.DurationVar(&o.scrapeEvery, "scrape-every", time.Second, "how often each scraper of get-scraped scrapes /metrics")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -122,6 +129,9 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.rounds < 1 {
 		return errors.New("-rounds: at least 1")
+	}
+	if o.scrapers < 1 || o.scrapeEvery <= 0 {
+		return errors.New("-scrapers and -scrape-every: at least 1 scraper, and a positive interval")
 	}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
@@ -210,6 +220,74 @@ type wrkResult struct {
 	P99US        int64 `json:"p99_us"`
 	Non2xx       int64 `json:"non2xx"`
 	SocketErrors int64 `json:"socket_errors"`
+
+	// The scrapes of /metrics made during the run (get-scraped only).
+	Scrapes, ScrapeFailures, ScrapeMaxUS int64 `json:"-"`
+}
+
+// scrapeResult is what the scrapers of one run did.
+type scrapeResult struct {
+	scrapes, failures int64
+	max               time.Duration // the slowest scrape
+}
+
+// startScrapers starts o.scrapers goroutines that each scrape url's /metrics
+// every o.scrapeEvery, as monitoring systems do, and returns the function
+// that stops them and says what they did.
+func startScrapers(ctx context.Context, o options, url string) (stop func() scrapeResult) {
+	ctx, cancel := context.WithCancel(ctx)
+	results := make(chan scrapeResult, o.scrapers)
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i := range o.scrapers {
+		go func() {
+			var r scrapeResult
+			defer func() { results <- r }()
+			// Spread over the interval, as independent scrapers are.
+			next := time.Now().Add(o.scrapeEvery * time.Duration(i) / time.Duration(o.scrapers))
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(next)):
+				}
+				next = next.Add(o.scrapeEvery)
+				req, err := http.NewRequestWithContext(ctx, "GET", url+"/metrics", nil)
+				if err != nil {
+					r.failures++
+					continue
+				}
+				req.Header.Set("Authorization", "Bearer "+benchKey)
+				start := time.Now()
+				res, err := client.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", res.StatusCode)
+					}
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				r.scrapes++
+				if err != nil {
+					r.failures++
+				}
+				r.max = max(r.max, time.Since(start))
+			}
+		}()
+	}
+	return func() scrapeResult {
+		cancel()
+		var total scrapeResult
+		for range o.scrapers {
+			r := <-results
+			total.scrapes += r.scrapes
+			total.failures += r.failures
+			total.max = max(total.max, r.max)
+		}
+		return total
+	}
 }
 
 func (r wrkResult) rps() float64 { return float64(r.Requests) / (float64(r.DurationUS) / 1e6) }
@@ -285,7 +363,15 @@ func benchSize(ctx context.Context, o options, dir, self string, bins []binary, 
 		}
 		for range o.rounds {
 			for i, p := range servers {
+				var stopScraping func() scrapeResult
+				if sc == "get-scraped" && p != ceil {
+					stopScraping = startScrapers(ctx, o, p.url)
+				}
 				r, err := runWrk(ctx, o, dir, sc, p.url, n, o.duration)
+				if stopScraping != nil {
+					sr := stopScraping()
+					r.Scrapes, r.ScrapeFailures, r.ScrapeMaxUS = sr.scrapes, sr.failures, sr.max.Microseconds()
+				}
 				if err != nil {
 					return res, err
 				}
@@ -600,6 +686,7 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w)
 	}
+	printScrapes(w, o, results)
 	mib := func(kib int64) float64 { return float64(kib) / 1024 }
 	startMS := func(b binaryResult) float64 {
 		return median(b.startups, func(d time.Duration) float64 { return float64(d) / 1e6 })
@@ -657,4 +744,44 @@ func cpuModel() string {
 		}
 	}
 	return "unknown CPU"
+}
+
+// printScrapes reports, for each size, getPet's throughput while /metrics is
+// scraped against its throughput alone: the ratio of the two scenarios' ratios
+// to the ceiling (the rounds of the two scenarios are not side by side, so
+// each is first judged against the ceiling of its own rounds). Target:
+// within 10%.
+func printScrapes(w io.Writer, o options, results []sizeResult) {
+	identity := func(x float64) float64 { return x }
+	for _, r := range results {
+		var get, scraped *scenarioResult
+		for i := range r.scenarios {
+			switch r.scenarios[i].name {
+			case "get":
+				get = &r.scenarios[i]
+			case "get-scraped":
+				scraped = &r.scenarios[i]
+			}
+		}
+		if get == nil || scraped == nil {
+			continue
+		}
+		line := func(name string, alone, under []wrkResult) {
+			var scrapes, failures, slowest int64
+			for _, run := range under {
+				scrapes += run.Scrapes
+				failures += run.ScrapeFailures
+				slowest = max(slowest, run.ScrapeMaxUS)
+			}
+			fmt.Fprintf(w, "- %d pets, %s: getPet with %d scrapers of /metrics (each every %v) / getPet alone: **%.2f** (target >= 0.90); %d scrapes, %d failed, the slowest %.1f ms\n",
+				r.pets, name, o.scrapers, o.scrapeEvery,
+				median(rpsRatios(under, scraped.ceiling), identity)/median(rpsRatios(alone, get.ceiling), identity),
+				scrapes, failures, float64(slowest)/1000)
+		}
+		if len(scraped.baseline) > 0 {
+			line("baseline", get.baseline, scraped.baseline)
+		}
+		line("service", get.service, scraped.service)
+	}
+	fmt.Fprintln(w)
 }
