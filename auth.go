@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -33,7 +34,13 @@ type keyEntry struct {
 	// worthless without the secret, which is kept outside the database.
 	id    [sha256.Size]byte
 	label string // names the caller in logs and metrics, never the key
+	short bool   // the key is known, and shorter than minKeyLen
 }
+
+// minKeyLen is the length under which a key given in full (not as a digest)
+// is reported at start-up and reload as guessable. Such keys are accepted
+// all the same: refusing them would lock out a deployment on upgrade.
+const minKeyLen = 16
 
 // newKeyEntry makes the entry for a digest under secret, labelled by label
 // or, without one, by a short prefix of its id: stable across restarts and
@@ -52,6 +59,17 @@ func newKeyEntry(secret []byte, digest [sha256.Size]byte, label string) keyEntry
 // keySet is a set of accepted keys, immutable once built.
 type keySet struct {
 	entries []keyEntry
+}
+
+// shortKeys lists the labels of the keys shorter than minKeyLen.
+func (ks *keySet) shortKeys() []string {
+	var labels []string
+	for _, e := range ks.entries {
+		if e.short {
+			labels = append(labels, e.label)
+		}
+	}
+	return labels
 }
 
 // match returns the entry whose key is token. It compares token with every
@@ -103,7 +121,9 @@ func loadKeyring(list, file string, secret []byte) (keyring, error) {
 	kr := keyring{secret: secret, file: file, current: new(atomic.Pointer[keySet])}
 	for k := range strings.SplitSeq(list, ",") {
 		if k = strings.TrimSpace(k); k != "" {
-			kr.envKeys = append(kr.envKeys, newKeyEntry(secret, sha256.Sum256([]byte(k)), ""))
+			e := newKeyEntry(secret, sha256.Sum256([]byte(k)), "")
+			e.short = len(k) < minKeyLen
+			kr.envKeys = append(kr.envKeys, e)
 		}
 	}
 	if err := kr.reload(); err != nil {
@@ -198,14 +218,17 @@ func parseKeyFile(r io.Reader, secret []byte) ([]keyEntry, error) {
 			}
 		}
 		digest := sha256.Sum256([]byte(fields[0]))
+		short := len(fields[0]) < minKeyLen
 		if hexDigest, ok := strings.CutPrefix(fields[0], "sha256:"); ok {
 			b, err := hex.DecodeString(hexDigest)
 			if err != nil || len(b) != sha256.Size {
 				return nil, fmt.Errorf("line %d: after sha256: come the 64 hex digits of the key's SHA-256 digest (see petstore hash-key)", n)
 			}
-			digest = [sha256.Size]byte(b)
+			digest, short = [sha256.Size]byte(b), false
 		}
-		entries = append(entries, newKeyEntry(secret, digest, label))
+		e := newKeyEntry(secret, digest, label)
+		e.short = short
+		entries = append(entries, e)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("line too long or unreadable: %v", err)
@@ -249,46 +272,71 @@ func bearerToken(header string) (token string, ok bool) {
 	return strings.TrimLeft(token, " "), true
 }
 
+// authGuard is what requireKey needs besides the keys: how to find a
+// client's address, the throttle of failed authentication per address, and
+// where to count the failures.
+type authGuard struct {
+	proxies  trustedProxies
+	throttle *authThrottle
+	failures func(answer string) // counts a failure by how it was answered
+}
+
 // requireKey lets a request through to next only when it carries one of the
 // keys of kr. It runs before anything else looks at the request, so a caller
 // without a key learns nothing (not even whether a pet exists). The key is
 // never logged nor echoed back; the caller's label is recorded for the
-// access log and metrics.
-func requireKey(kr keyring, log *slog.Logger, next http.Handler) http.Handler {
+// access log and metrics. A request without a valid key is answered 401,
+// or 429 once its address has failed too often (see authThrottle), and is
+// marked so that the access log samples such lines.
+func requireKey(kr keyring, guard authGuard, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := requestInfoFrom(r.Context())
+		refuse := func(e *apiError, wwwAuthenticate string) {
+			addr := clientAddr(r, guard.proxies)
+			if info != nil {
+				info.authFailed, info.client = true, addr.String()
+			}
+			if wait := guard.throttle.fail(addr); wait > 0 {
+				guard.failures("throttled")
+				seconds := retryAfterSeconds(wait)
+				w.Header().Set("Retry-After", strconv.Itoa(seconds))
+				writeError(w, r, log, errorf(codeRateLimited, "too many requests without a valid API key came from your address; retry after %d s with a valid key", seconds))
+				return
+			}
+			guard.failures(e.Code)
+			if wwwAuthenticate != "" {
+				w.Header().Set("WWW-Authenticate", wwwAuthenticate)
+			}
+			writeError(w, r, log, e)
+		}
 		if n := len(r.Header.Values("Authorization")); n > 1 {
 			// One proxy may read the first, another the last: whichever
 			// this service chose, something in front of it could
 			// disagree about who is calling. RFC 9110 allows the field
 			// once.
-			writeError(w, r, log, errorf(codeInvalidHeader, "the Authorization header is given %d times; send it once", n))
+			refuse(errorf(codeInvalidHeader, "the Authorization header is given %d times; send it once", n), "")
 			return
 		}
 		header := r.Header.Get("Authorization")
 		token, isBearer := bearerToken(header)
 		if isBearer && token != "" {
 			if entry, ok := kr.keys().match(token); ok {
-				if info := requestInfoFrom(r.Context()); info != nil {
+				if info != nil {
 					info.caller = entry.label
 				}
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, entry.id)))
 				return
 			}
 		}
-		var e *apiError
 		switch {
 		case header == "":
 			// RFC 6750, section 3: no error attribute when the client sent
 			// no credentials at all.
-			w.Header().Set("WWW-Authenticate", `Bearer realm="petstore"`)
-			e = errorf(codeUnauthorized, "missing API key; send the header Authorization: Bearer <API key>")
+			refuse(errorf(codeUnauthorized, "missing API key; send the header Authorization: Bearer <API key>"), `Bearer realm="petstore"`)
 		case !isBearer || token == "":
-			w.Header().Set("WWW-Authenticate", `Bearer realm="petstore"`)
-			e = errorf(codeUnauthorized, "the Authorization header holds no bearer key; send the header Authorization: Bearer <API key>")
+			refuse(errorf(codeUnauthorized, "the Authorization header holds no bearer key; send the header Authorization: Bearer <API key>"), `Bearer realm="petstore"`)
 		default:
-			w.Header().Set("WWW-Authenticate", `Bearer realm="petstore", error="invalid_token"`)
-			e = errorf(codeUnauthorized, "the API key in the Authorization header is not valid; check the key you were given, or ask the operator for a new one")
+			refuse(errorf(codeUnauthorized, "the API key in the Authorization header is not valid; check the key you were given, or ask the operator for a new one"), `Bearer realm="petstore", error="invalid_token"`)
 		}
-		writeError(w, r, log, e)
 	})
 }

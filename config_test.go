@@ -193,23 +193,32 @@ func TestParseKeyFile(t *testing.T) {
 		}
 		return keyEntry{digest: digest(key), id: keyID(testSecret, key), label: label}
 	}
+	// short is entry for a key given in full that is shorter than
+	// minKeyLen, which start-up warns about.
+	short := func(key, label string) keyEntry {
+		e := entry(key, label)
+		e.short = true
+		return e
+	}
 	tests := []struct {
 		rule string
 		file string
 		want []keyEntry
 	}{
-		{"a plain key gets a label from its id", "alpha-key\n",
-			[]keyEntry{entry("alpha-key", "")}},
-		{"a labelled key", "alpha-key shop-frontend\n",
-			[]keyEntry{entry("alpha-key", "shop-frontend")}},
+		{"a plain key gets a label from its id", "alpha-key-0123456789\n",
+			[]keyEntry{entry("alpha-key-0123456789", "")}},
+		{"a labelled key", "alpha-key-0123456789 shop-frontend\n",
+			[]keyEntry{entry("alpha-key-0123456789", "shop-frontend")}},
+		{"a key shorter than 16 characters is marked", "alpha-key\n",
+			[]keyEntry{short("alpha-key", "")}},
 		{"a hashed key", "sha256:" + hexOf("beta") + "\n",
 			[]keyEntry{entry("beta", "")}},
 		{"a hashed key with a label, in upper-case hex", "sha256:" + strings.ToUpper(hexOf("beta")) + " billing\n",
 			[]keyEntry{entry("beta", "billing")}},
 		{"comments, blank lines and indentation", "# keys for prod\n\n   alpha-key   web # rotated 2026-11\n\t# gone-key\nbeta",
-			[]keyEntry{entry("alpha-key", "web"), entry("beta", "")}},
-		{"two keys may share a label (rotation)", "old-key web\nnew-key web\n",
-			[]keyEntry{entry("old-key", "web"), entry("new-key", "web")}},
+			[]keyEntry{short("alpha-key", "web"), short("beta", "")}},
+		{"two keys may share a label (rotation)", "old-key-0123456789 web\nnew-key-0123456789 web\n",
+			[]keyEntry{entry("old-key-0123456789", "web"), entry("new-key-0123456789", "web")}},
 		{"an empty file", "", nil},
 	}
 	for _, tt := range tests {

@@ -45,6 +45,9 @@ const (
 	// path, Idempotency-Key and body) is already in flight: another
 	// connection holds the write lock until the row has run.
 	serverInFlight = "in-flight"
+	// Its client address, 127.0.0.1, has spent a budget of one failed
+	// authentication.
+	serverThrottled = "throttled"
 )
 
 // contractCase is one row of the contract table: a request and the status the
@@ -230,6 +233,8 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "createPet when the disk cannot be written", server: serverReadOnly, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 503},
 		{rule: "createPet over the rate limit", server: serverRateLimited, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 429},
 		{rule: "listPets over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/pets", status: 429},
+		{rule: "listPets without a key, from an address that failed too often", server: serverThrottled, method: "GET", path: "/v1/pets", header: noKey, status: 429, breaksDocument: true},
+		{rule: "getPet with a wrong key, from an address that failed too often", server: serverThrottled, method: "GET", path: "/v1/pets/1", header: wrongKey, status: 429},
 
 		// getPet
 		{rule: "an existing pet, with the deprecation headers", method: "GET", path: "/v1/pets/1", status: 200},
@@ -565,8 +570,12 @@ func TestContract(t *testing.T) {
 	if res := limited.do(t, "GET", "/v1/pets", "", nil); res.Status != http.StatusOK { // spends the burst
 		t.Fatalf("the rate-limited server's first request: status %d", res.Status)
 	}
+	throttled := newTestServer(t, withLimits(limits{idempotencyTTL: defaultIdempotencyTTL, authFailures: 1}))
+	if res := throttled.do(t, "GET", "/v1/pets", "", map[string]string{"Authorization": ""}); res.Status != http.StatusUnauthorized { // spends the budget
+		t.Fatalf("the throttled server's first failure: status %d", res.Status)
+	}
 	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL,
-		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL}
+		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverThrottled: throttled.URL}
 
 	sum := sha256.Sum256([]byte(openapiDocument))
 	produced := map[answerKey]bool{}

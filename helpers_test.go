@@ -243,7 +243,14 @@ type process struct {
 // at the end of the test if it still runs (only it, by its PID).
 func startBinary(t *testing.T, bin string, env ...string) *process {
 	t.Helper()
-	p := &process{Cmd: exec.Command(bin), Stderr: &syncBuffer{}}
+	return startCommand(t, exec.Command(bin), env...)
+}
+
+// startCommand is startBinary for a command that runs the binary in some
+// other way (under a shell that lowers a limit first, for one).
+func startCommand(t *testing.T, cmd *exec.Cmd, env ...string) *process {
+	t.Helper()
+	p := &process{Cmd: cmd, Stderr: &syncBuffer{}}
 	p.Cmd.Env = append(os.Environ(), env...)
 	p.Cmd.Stderr = p.Stderr
 	stdout, err := p.Cmd.StdoutPipe()

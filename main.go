@@ -88,6 +88,8 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
 	}
 
+	warnShortKeys(log, keys)
+
 	st, err := openStore(ctx, cfg.dbPath)
 	if err != nil {
 		return &configError{settingName("db"), err.Error()}
@@ -127,21 +129,25 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		pruneIdempotencyKeysEvery(pruneCtx, log, st, cfg.limits.idempotencyTTL, interval, time.Now)
 	})
 
+	m := newMetrics(st)
+	conns := newConnLimiter(cfg.maxConns)
+	m.watchConns(conns)
 	srv := &http.Server{
-		Handler:           newServer(log, keys, st, newMetrics(st), time.Now, cfg.limits),
+		Handler:           newServer(log, keys, st, m, time.Now, cfg.limits),
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		ReadTimeout:       cfg.readTimeout,
 		WriteTimeout:      cfg.writeTimeout,
 		IdleTimeout:       cfg.idleTimeout,
 		MaxHeaderBytes:    cfg.maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         conns.connState,
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(conns.listener(ln)) }()
 
 	url := listenURL(ln.Addr())
 	log.Info("petstore started", "version", version(), "url", url, "db", cfg.dbPath,
-		"journal_mode", journal, "schema", st.schemaVersion, "keys", len(keys.keys().entries))
+		"journal_mode", journal, "schema", st.schemaVersion, "keys", len(keys.keys().entries), "max_conns", cfg.maxConns)
 	// This line is the launch contract: tools that start the service wait
 	// for it and read the URL from it.
 	fmt.Fprintf(stdout, "petstore listening on %s\n", url)
@@ -158,6 +164,7 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 				log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
 			} else {
 				log.Info("API keys reloaded", "keys", len(keys.keys().entries))
+				warnShortKeys(log, keys)
 			}
 		case <-ctx.Done():
 		}
@@ -178,6 +185,14 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	}
 	log.Info("stopped", "drained_in", time.Since(start))
 	return nil
+}
+
+// warnShortKeys logs a warning for each key short enough to be guessed (see
+// minKeyLen), naming it by its label.
+func warnShortKeys(log *slog.Logger, keys keyring) {
+	for _, label := range keys.keys().shortKeys() {
+		log.Warn(fmt.Sprintf("an API key is shorter than %d characters, short enough to guess: it is accepted, but replace it with a long random one (openssl rand -base64 32)", minKeyLen), "caller", label)
+	}
 }
 
 // newLogger returns the service's logger in the chosen format.
@@ -218,16 +233,20 @@ func listenURL(addr net.Addr) string {
 }
 
 // newServer builds the whole HTTP handler: the routes, then JSON answers for
-// what the router itself refuses, panic recovery around that, and the request
-// id, access log and metrics around everything.
+// what the router itself refuses, panic recovery around that, the budget of
+// request bodies held in memory, and the request id, access log and metrics
+// around everything.
 func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func() time.Time, lim limits) http.Handler {
 	mux := http.NewServeMux()
 	limiter := newRateLimiter(lim.rateLimit, lim.rateBurst, now)
 	// The rate limit runs after the key check: it is per key, and a caller
 	// without a valid key has no budget to spend.
-	auth := func(h http.Handler) http.Handler { return requireKey(keys, log, limitRate(limiter, log, h)) }
+	guard := authGuard{proxies: lim.trustedProxies, throttle: newAuthThrottle(lim.authFailures, now), failures: m.authFailed}
+	auth := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, limitRate(limiter, log, h)) }
 	addRoutes(mux, log, auth, st, m, newIdempotency(st, lim.idempotencyTTL, now), now)
-	return observe(log, m, recoverPanics(log, routeErrors(log, mux, auth)))
+	bodies := newBodyBudget(lim.maxBodyMemory)
+	m.watchBodyBudget(bodies)
+	return observe(log, m, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth))))
 }
 
 // addRoutes lists every route of the service. The health checks, the API

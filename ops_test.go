@@ -280,10 +280,14 @@ func TestJSONLogs(t *testing.T) {
 		return map[string]any{"level": "INFO", "msg": "request", "method": method, "path": path,
 			"status": float64(status), "request_id": id, "caller": caller}
 	}
+	// A request without a valid key also says where it came from, and how
+	// many such lines were left out before it (see authFailureLogRate).
+	failed := access("GET", "/v1/pets", 401, "trace-3", "")
+	failed["client"], failed["unlogged_auth_failures"] = "127.0.0.1", float64(0)
 	want := []map[string]any{
 		access("POST", "/v1/pets", 201, "trace-1", "shop-frontend"),
 		access("GET", "/v1/pets", 200, "trace-2", callerLabel(secretOf(t, dbPath), testKey)),
-		access("GET", "/v1/pets", 401, "trace-3", ""),
+		failed,
 	}
 	if diff := cmp.Diff(want, requests); diff != "" {
 		t.Errorf("access log mismatch; health checks must not appear at info level (-want +got):\n%s", diff)

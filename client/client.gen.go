@@ -2251,6 +2251,7 @@ type CreatePetResponse500Headers struct {
 
 // CreatePetResponse503Headers the declared response headers of an HTTP 503 response for CreatePet
 type CreatePetResponse503Headers struct {
+	RetryAfter          *string
 	XContentTypeOptions string
 	XRequestId          string
 }
@@ -2424,6 +2425,7 @@ type DeletePetResponse500Headers struct {
 
 // DeletePetResponse503Headers the declared response headers of an HTTP 503 response for DeletePet
 type DeletePetResponse503Headers struct {
+	RetryAfter          *string
 	XContentTypeOptions string
 	XRequestId          string
 }
@@ -2747,6 +2749,7 @@ type UpdatePetResponse500Headers struct {
 
 // UpdatePetResponse503Headers the declared response headers of an HTTP 503 response for UpdatePet
 type UpdatePetResponse503Headers struct {
+	RetryAfter          *string
 	XContentTypeOptions string
 	XRequestId          string
 }
@@ -3111,6 +3114,7 @@ type PlaceOrderResponse500Headers struct {
 
 // PlaceOrderResponse503Headers the declared response headers of an HTTP 503 response for PlaceOrder
 type PlaceOrderResponse503Headers struct {
+	RetryAfter          *string
 	XContentTypeOptions string
 	XRequestId          string
 }
@@ -3423,6 +3427,7 @@ type UpdateOrderResponse500Headers struct {
 
 // UpdateOrderResponse503Headers the declared response headers of an HTTP 503 response for UpdateOrder
 type UpdateOrderResponse503Headers struct {
+	RetryAfter          *string
 	XContentTypeOptions string
 	XRequestId          string
 }
@@ -4563,6 +4568,13 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreatePetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -4780,6 +4792,13 @@ func ParseDeletePetResponse(rsp *http.Response) (*DeletePetResponse, error) {
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers DeletePetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -5407,6 +5426,13 @@ func ParseUpdatePetResponse(rsp *http.Response) (*UpdatePetResponse, error) {
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers UpdatePetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -5930,6 +5956,13 @@ func ParsePlaceOrderResponse(rsp *http.Response) (*PlaceOrderResponse, error) {
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers PlaceOrderResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -6386,6 +6419,13 @@ func ParseUpdateOrderResponse(rsp *http.Response) (*UpdateOrderResponse, error) 
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers UpdateOrderResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"container/list"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// Every connection holds a file descriptor and some memory (about 20 KiB
+// idle). Without a bound, idle keep-alive connections, which need no key,
+// could take every descriptor the process may open: the listener then fails
+// to accept ("too many open files") and a legitimate client waits until an
+// idler leaves. So the open connections are capped below the process's file
+// limit, and when the cap is reached, the connection that has waited longest
+// without a request in progress (idle between requests, or still sending its
+// first one) is closed to make room: a fresh client is always accepted, at
+// the expense of the longest idler. A connection whose request is being
+// served is never closed; while every connection has one, a new client
+// waits in the listen queue until one ends.
+
+// connReserve is how many file descriptors the default cap leaves to the
+// rest of the process: the database and its journal, the log, the listener,
+// the key and secret files, /proc for the metrics.
+const connReserve = 64
+
+// defaultMaxConnsCeiling bounds the default cap on machines whose file limit
+// is large: 4,096 idle connections take about 80 MiB.
+const defaultMaxConnsCeiling = 4096
+
+// defaultMaxConns is the cap on open connections when none is set: what the
+// file limit leaves after connReserve, at most defaultMaxConnsCeiling, or
+// defaultMaxConnsCeiling when the limit is unknown.
+func defaultMaxConns(fileLimit uint64) int {
+	if fileLimit == 0 {
+		return defaultMaxConnsCeiling
+	}
+	if fileLimit <= 2*connReserve {
+		return max(1, int(fileLimit/2))
+	}
+	return int(min(fileLimit-connReserve, defaultMaxConnsCeiling))
+}
+
+// connLimiter keeps the number of open connections at or under max. Its
+// listener takes a place for each connection before accepting it; the
+// server's ConnState hook tells it which connections may be closed to make
+// room (those without a request in progress) and which have ended.
+type connLimiter struct {
+	max int
+
+	mu      sync.Mutex
+	room    *sync.Cond
+	open    int                        // accepted and not ended, plus a place taken by Accept
+	conns   map[net.Conn]*list.Element // every open connection; the element is set while it may be shed
+	idle    *list.List                 // the sheddable connections, longest waiting first
+	closing bool                       // the listener is closed
+
+	shed atomic.Uint64 // connections closed to make room
+}
+
+// newConnLimiter returns a limiter of max open connections.
+func newConnLimiter(max int) *connLimiter {
+	cl := &connLimiter{max: max, conns: map[net.Conn]*list.Element{}, idle: list.New()}
+	cl.room = sync.NewCond(&cl.mu)
+	return cl
+}
+
+// listener wraps ln so that it never holds more than max connections.
+func (cl *connLimiter) listener(ln net.Listener) net.Listener {
+	return &cappedListener{Listener: ln, cl: cl}
+}
+
+// cappedListener is a listener under a connLimiter.
+type cappedListener struct {
+	net.Listener
+	cl *connLimiter
+}
+
+// Accept takes a place for the next connection, closing the longest idler
+// if the cap is reached, and then accepts it.
+func (l *cappedListener) Accept() (net.Conn, error) {
+	if !l.cl.takePlace() {
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		l.cl.givePlace()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close closes the listener and wakes an Accept waiting for room.
+func (l *cappedListener) Close() error {
+	l.cl.mu.Lock()
+	l.cl.closing = true
+	l.cl.room.Broadcast()
+	l.cl.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// takePlace counts one more open connection, making room first: it closes
+// the longest idler, or waits for a connection to end or become idle. It
+// returns false once the listener is closed.
+func (cl *connLimiter) takePlace() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for cl.open >= cl.max && !cl.closing {
+		front := cl.idle.Front()
+		if front == nil {
+			cl.room.Wait()
+			continue
+		}
+		c := front.Value.(net.Conn)
+		cl.forget(c)
+		// The server's goroutine for c, waiting for a request, fails its
+		// read and ends; its StateClosed finds c forgotten already.
+		c.Close()
+		cl.shed.Add(1)
+	}
+	if cl.closing {
+		return false
+	}
+	cl.open++
+	return true
+}
+
+// givePlace gives back a place that Accept took and did not use.
+func (cl *connLimiter) givePlace() {
+	cl.mu.Lock()
+	cl.open--
+	cl.room.Signal()
+	cl.mu.Unlock()
+}
+
+// forget removes c from the open connections. The caller holds mu.
+func (cl *connLimiter) forget(c net.Conn) {
+	if e, ok := cl.conns[c]; ok {
+		if e != nil {
+			cl.idle.Remove(e)
+		}
+		delete(cl.conns, c)
+		cl.open--
+	}
+}
+
+// connState is the http.Server's ConnState hook.
+func (cl *connLimiter) connState(c net.Conn, state http.ConnState) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	switch state {
+	case http.StateNew, http.StateIdle:
+		// Without a request in progress: it may be shed, after those
+		// that have waited longer.
+		if e := cl.conns[c]; e != nil {
+			cl.idle.Remove(e)
+		}
+		cl.conns[c] = cl.idle.PushBack(c)
+		cl.room.Signal()
+	case http.StateActive:
+		if e := cl.conns[c]; e != nil {
+			cl.idle.Remove(e)
+		}
+		cl.conns[c] = nil
+	case http.StateHijacked, http.StateClosed:
+		cl.forget(c)
+		cl.room.Signal()
+	}
+}
+
+// openConns is how many connections are open now.
+func (cl *connLimiter) openConns() int {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return len(cl.conns)
+}
