@@ -52,16 +52,22 @@ type connLimiter struct {
 	mu      sync.Mutex
 	room    *sync.Cond
 	open    int                        // accepted and not ended, plus a place taken by Accept
-	conns   map[net.Conn]*list.Element // every open connection; the element is set while it may be shed
-	idle    *list.List                 // the sheddable connections, longest waiting first
+	conns   map[net.Conn]*list.Element // every open connection, in order
+	order   *list.List                 // of *openConn, the one that has waited longest since its last request first
 	closing bool                       // the listener is closed
 
 	shed atomic.Uint64 // connections closed to make room
 }
 
+// openConn is an open connection as the limiter sees it.
+type openConn struct {
+	conn net.Conn
+	busy bool // a request is in progress: never shed
+}
+
 // newConnLimiter returns a limiter of max open connections.
 func newConnLimiter(max int) *connLimiter {
-	cl := &connLimiter{max: max, conns: map[net.Conn]*list.Element{}, idle: list.New()}
+	cl := &connLimiter{max: max, conns: map[net.Conn]*list.Element{}, order: list.New()}
 	cl.room = sync.NewCond(&cl.mu)
 	return cl
 }
@@ -107,16 +113,15 @@ func (cl *connLimiter) takePlace() bool {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	for cl.open >= cl.max && !cl.closing {
-		front := cl.idle.Front()
-		if front == nil {
+		victim := cl.longestIdle()
+		if victim == nil {
 			cl.room.Wait()
 			continue
 		}
-		c := front.Value.(net.Conn)
-		cl.forget(c)
-		// The server's goroutine for c, waiting for a request, fails its
-		// read and ends; its StateClosed finds c forgotten already.
-		c.Close()
+		cl.forget(victim)
+		// The server's goroutine for it, waiting for a request, fails its
+		// read and ends; its StateClosed finds it forgotten already.
+		victim.Close()
 		cl.shed.Add(1)
 	}
 	if cl.closing {
@@ -134,12 +139,24 @@ func (cl *connLimiter) givePlace() {
 	cl.mu.Unlock()
 }
 
+// longestIdle is the connection without a request in progress that has
+// waited longest since its last one (or since it was opened), nil when
+// every one is busy. The busy ones are skipped where they stand: a
+// connection moves to the back when it becomes idle, not on each change, so
+// that a request costs no allocation here. The caller holds mu.
+func (cl *connLimiter) longestIdle() net.Conn {
+	for e := cl.order.Front(); e != nil; e = e.Next() {
+		if oc := e.Value.(*openConn); !oc.busy {
+			return oc.conn
+		}
+	}
+	return nil
+}
+
 // forget removes c from the open connections. The caller holds mu.
 func (cl *connLimiter) forget(c net.Conn) {
 	if e, ok := cl.conns[c]; ok {
-		if e != nil {
-			cl.idle.Remove(e)
-		}
+		cl.order.Remove(e)
 		delete(cl.conns, c)
 		cl.open--
 	}
@@ -150,19 +167,21 @@ func (cl *connLimiter) connState(c net.Conn, state http.ConnState) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	switch state {
-	case http.StateNew, http.StateIdle:
-		// Without a request in progress: it may be shed, after those
-		// that have waited longer.
-		if e := cl.conns[c]; e != nil {
-			cl.idle.Remove(e)
-		}
-		cl.conns[c] = cl.idle.PushBack(c)
+	case http.StateNew:
+		cl.conns[c] = cl.order.PushBack(&openConn{conn: c})
 		cl.room.Signal()
-	case http.StateActive:
-		if e := cl.conns[c]; e != nil {
-			cl.idle.Remove(e)
+	case http.StateIdle:
+		// Its request is answered: it may be shed, after those that
+		// have waited longer.
+		if e, ok := cl.conns[c]; ok {
+			e.Value.(*openConn).busy = false
+			cl.order.MoveToBack(e)
+			cl.room.Signal()
 		}
-		cl.conns[c] = nil
+	case http.StateActive:
+		if e, ok := cl.conns[c]; ok {
+			e.Value.(*openConn).busy = true
+		}
 	case http.StateHijacked, http.StateClosed:
 		cl.forget(c)
 		cl.room.Signal()

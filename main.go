@@ -240,7 +240,8 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func()
 	mux := http.NewServeMux()
 	limiter := newRateLimiter(lim.rateLimit, lim.rateBurst, now)
 	// The rate limit runs after the key check: it is per key, and a caller
-	// without a valid key has no budget to spend.
+	// without a valid key has no budget to spend. Such callers are
+	// throttled by their address instead (see authThrottle).
 	guard := authGuard{proxies: lim.trustedProxies, throttle: newAuthThrottle(lim.authFailures, now), failures: m.authFailed}
 	auth := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, limitRate(limiter, log, h)) }
 	addRoutes(mux, log, auth, st, m, newIdempotency(st, lim.idempotencyTTL, now), now)

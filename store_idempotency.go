@@ -76,8 +76,8 @@ func (tx *txn) recordIdempotencyKey(scope idempotencyScope, rec idempotencyRecor
 }
 
 // sqlCountIdempotencyRecords sums the shards of the records' count
-// (migration 0006).
-const sqlCountIdempotencyRecords = "SELECT sum(n) FROM idempotency_record_counts"
+// (migration 0006), cast as sqlCountPets is.
+const sqlCountIdempotencyRecords = "SELECT CAST(sum(n) AS BIGINT) FROM idempotency_record_counts"
 
 // countIdempotencyRecords is how many idempotency records are stored,
 // expired ones not yet pruned included, for the metrics.
