@@ -43,15 +43,15 @@ func defaultMaxConns(fileLimit uint64) int {
 }
 
 // connLimiter keeps the number of open connections at or under max. Its
-// listener takes a place for each connection before accepting it; the
-// server's ConnState hook tells it which connections may be closed to make
-// room (those without a request in progress) and which have ended.
+// listener admits each connection it accepts only once there is room for
+// it; the server's ConnState hook tells it which connections may be closed
+// to make room (those without a request in progress) and which have ended.
 type connLimiter struct {
 	max int
 
 	mu      sync.Mutex
 	room    *sync.Cond
-	open    int                        // accepted and not ended, plus a place taken by Accept
+	open    int                        // admitted and not ended
 	conns   map[net.Conn]*list.Element // every open connection, in order
 	order   *list.List                 // of *openConn, the one that has waited longest since its last request first
 	closing bool                       // the listener is closed
@@ -83,16 +83,18 @@ type cappedListener struct {
 	cl *connLimiter
 }
 
-// Accept takes a place for the next connection, closing the longest idler
-// if the cap is reached, and then accepts it.
+// Accept accepts the next connection and admits it, closing the longest
+// idler first if the cap is reached. While the cap holds, the process has
+// one connection more open for that moment: the reserve of file
+// descriptors covers it.
 func (l *cappedListener) Accept() (net.Conn, error) {
-	if !l.cl.takePlace() {
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		l.cl.givePlace()
 		return nil, err
+	}
+	if !l.cl.admit() {
+		c.Close()
+		return nil, net.ErrClosed
 	}
 	return c, nil
 }
@@ -106,10 +108,10 @@ func (l *cappedListener) Close() error {
 	return l.Listener.Close()
 }
 
-// takePlace counts one more open connection, making room first: it closes
-// the longest idler, or waits for a connection to end or become idle. It
-// returns false once the listener is closed.
-func (cl *connLimiter) takePlace() bool {
+// admit counts one more open connection, making room first: it closes the
+// longest idler, or waits for a connection to end or become idle. It returns
+// false once the listener is closed.
+func (cl *connLimiter) admit() bool {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	for cl.open >= cl.max && !cl.closing {
@@ -129,14 +131,6 @@ func (cl *connLimiter) takePlace() bool {
 	}
 	cl.open++
 	return true
-}
-
-// givePlace gives back a place that Accept took and did not use.
-func (cl *connLimiter) givePlace() {
-	cl.mu.Lock()
-	cl.open--
-	cl.room.Signal()
-	cl.mu.Unlock()
 }
 
 // longestIdle is the connection without a request in progress that has
