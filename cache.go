@@ -42,18 +42,35 @@ import (
 //     the page and cannot enter it.
 //
 // A cache is a fixed array of slots indexed by a hash of the request, each
-// holding a pointer that is swapped atomically: lookups take no lock, and
-// memory is bounded by the number of slots whatever the table's size.
+// holding a pointer that is swapped atomically: lookups take no lock. Its
+// memory is bounded by bytes, not by slots: what an answer weighs depends on
+// what clients stored (a page of 100 pets whose names escape to 600 bytes
+// each is 65 KB), so a cache counts the bytes of the answers it holds and,
+// past its budget, drops answers (a clock hand sweeping the slots) until it
+// is under it again. Dropping an answer only costs a query later: the rule
+// above is untouched.
 
-// Slots per cache. Entries of a list page hold up to 100 pets (about 7 KiB)
-// or orders (about 12 KiB), a pet or an order about 100 bytes: the four
-// caches together stay under 24 MiB.
+// Slots and byte budgets of the four caches: 10 MiB in all, whatever the
+// size of the table and whatever the answers hold. A pet's answer with its
+// bookkeeping weighs about 200 bytes, an order's about 260, a page of 20
+// pets about 1.5 KB and one of 100 pets 7 to 65 KB.
 const (
 	listCacheSlots  = 1 << 10
+	listCacheBytes  = 4 << 20
 	petCacheSlots   = 1 << 14
+	petCacheBytes   = 4 << 20
 	orderListSlots  = 1 << 8
+	orderListBytes  = 1 << 20
 	orderCacheSlots = 1 << 12
+	orderCacheBytes = 1 << 20
 )
+
+// defaultSlotBytes is the budget per slot of a cache made without one.
+const defaultSlotBytes = 1 << 10
+
+// entryOverhead is what an entry weighs besides its body, link and filter:
+// the cacheEntry itself (112 bytes) rounded up to its allocation.
+const entryOverhead = 128
 
 // resource names a kind of row the API serves; each has its generations.
 type resource int
@@ -180,32 +197,81 @@ type cacheEntry struct {
 	page cachedPage // an item's body is in page.body
 }
 
+// size is the memory e holds, as counted against a cache's budget.
+func (e *cacheEntry) size() int64 {
+	if e == nil {
+		return 0
+	}
+	return int64(cap(e.page.body)+len(e.page.link)+len(e.key.filter)) + entryOverhead
+}
+
 // responseCache keeps the encoded answers of one read operation on one
 // resource.
 type responseCache struct {
-	gens  *generations
-	res   resource
-	slots []atomic.Pointer[cacheEntry]
+	gens     *generations
+	res      resource
+	slots    []atomic.Pointer[cacheEntry]
+	maxBytes int64         // the budget of the entries' sizes
+	bytes    atomic.Int64  // the sizes of the entries in slots
+	hand     atomic.Uint64 // the next slot eviction looks at
 }
 
 // newResponseCache returns an empty cache of n slots (a power of two) for
-// reads of res.
+// reads of res, with a budget of defaultSlotBytes per slot until bounded
+// says otherwise.
 func newResponseCache(gens *generations, res resource, n int) *responseCache {
-	return &responseCache{gens: gens, res: res, slots: make([]atomic.Pointer[cacheEntry], n)}
+	return &responseCache{gens: gens, res: res, slots: make([]atomic.Pointer[cacheEntry], n), maxBytes: int64(n) * defaultSlotBytes}
 }
 
-// responseCache returns the cache of a read operation on res, of n slots.
+// bounded sets the most bytes of answers c holds, and returns c.
+func (c *responseCache) bounded(maxBytes int64) *responseCache {
+	c.maxBytes = maxBytes
+	return c
+}
+
+// heldBytes is the size of the answers c holds now.
+func (c *responseCache) heldBytes() int64 { return c.bytes.Load() }
+
+// store puts e in slot and keeps c within its budget: the answers at the
+// clock hand are dropped until the cache holds no more than maxBytes (only
+// stores that run at the same moment can take it past, each by one answer).
+// An answer larger than the whole budget is not kept.
+func (c *responseCache) store(slot *atomic.Pointer[cacheEntry], e *cacheEntry) {
+	size := e.size()
+	if size > c.maxBytes {
+		return
+	}
+	old := slot.Swap(e)
+	c.bytes.Add(size - old.size())
+	for range len(c.slots) {
+		if c.bytes.Load() <= c.maxBytes {
+			return
+		}
+		victim := &c.slots[c.hand.Add(1)&uint64(len(c.slots)-1)]
+		if victim == slot {
+			continue
+		}
+		// Swapped out by one CompareAndSwap only: each entry's size
+		// leaves the count once, as it came in once.
+		if v := victim.Load(); v != nil && victim.CompareAndSwap(v, nil) {
+			c.bytes.Add(-v.size())
+		}
+	}
+}
+
+// responseCache returns the cache of a read operation on res, of n slots
+// holding at most maxBytes.
 // On PostgreSQL it keeps nothing: every read goes to the database. Other
 // replicas write the same database, and this process learns of their commits
 // only by asking the database, which costs a round trip per request, as
 // much as the indexed read it would save; so a replica serves only what the
 // database says at the moment of the request, and a client that got a 2xx
 // from one replica sees the change on any other at once.
-func (s *store) responseCache(res resource, n int) *responseCache {
+func (s *store) responseCache(res resource, n int, maxBytes int64) *responseCache {
 	if s.dialect == postgresDialect {
 		return &responseCache{}
 	}
-	return newResponseCache(&s.generations, res, n)
+	return newResponseCache(&s.generations, res, n).bounded(maxBytes)
 }
 
 // item returns the encoded answer for the row id, from the cache while it
@@ -225,7 +291,7 @@ func (c *responseCache) item(id int64, fill func() ([]byte, error)) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	c.slot(key).Store(&cacheEntry{key: key, at: now, page: cachedPage{body: body}})
+	c.store(c.slot(key), &cacheEntry{key: key, at: now, page: cachedPage{body: body}})
 	return body, nil
 }
 
@@ -244,7 +310,7 @@ func (c *responseCache) page(key cacheKey, fill func() (cachedPage, error)) (cac
 	if err != nil {
 		return cachedPage{}, err
 	}
-	c.slot(key).Store(&cacheEntry{key: key, at: now, page: p})
+	c.store(c.slot(key), &cacheEntry{key: key, at: now, page: p})
 	return p, nil
 }
 

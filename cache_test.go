@@ -3,10 +3,16 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -329,5 +335,92 @@ func TestChangesAreSeenOnTheNextRequest(t *testing.T) {
 				t.Fatalf("listPets right after DELETE still shows pet %d", q.ID)
 			}
 		}
+	}
+}
+
+// TestCacheIsBoundedByBytes fills a small cache with answers of random sizes
+// and checks after each one that the answers it holds weigh no more than its
+// budget, and that what it counts is what its slots hold.
+func TestCacheIsBoundedByBytes(t *testing.T) {
+	const budget = 10 << 10
+	var g generations
+	c := newResponseCache(&g, petsResource, 64).bounded(budget)
+	rng := rand.New(rand.NewPCG(1, 2))
+	held := func() int64 {
+		var n int64
+		for i := range c.slots {
+			n += c.slots[i].Load().size()
+		}
+		return n
+	}
+	for i := range 2000 {
+		size := 1 + rng.IntN(3<<10)
+		if i%100 == 0 {
+			size = budget + 1 // larger than the whole budget
+		}
+		calls := 0
+		fill := func() (cachedPage, error) { calls++; return cachedPage{body: make([]byte, size), more: true}, nil }
+		key := cacheKey{id: int64(i), limit: 20}
+		c.page(key, fill)
+		if got := c.heldBytes(); got > budget || got != held() {
+			t.Fatalf("after answer %d (%d bytes): the cache counts %d bytes and holds %d; the budget is %d", i, size, got, held(), budget)
+		}
+		c.page(key, fill)
+		if kept := calls == 1; kept == (size > budget-entryOverhead) {
+			t.Fatalf("answer %d of %d bytes: kept %v", i, size, kept)
+		}
+	}
+}
+
+// TestCachesHoldAtMostTheirBudget fills the caches of listPets and getPet
+// with the largest answers a stored catalogue gives (names of 100 U+2028,
+// which JSON escapes to 6 bytes each, stored before names refused them), far
+// more of them than the caches have room for, and checks the memory the
+// process keeps afterwards: the caches' budgets, not what the answers add up
+// to (about 65 MB of pages and 11 MB of pets).
+func TestCachesHoldAtMostTheirBudget(t *testing.T) {
+	// The server of newTestServer, but for its log, which the requests
+	// below would fill with 5 MB.
+	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := newServer(slogTo(io.Discard), staticKeyring(testKey), st, newMetrics(st), time.Now, limits{idempotencyTTL: defaultIdempotencyTTL})
+	const pets = 20_000
+	if _, err := st.writer.ExecContext(t.Context(), `
+		WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ?)
+		INSERT INTO pets (name, category_id, status) SELECT ?, 1, 'available' FROM seq`,
+		pets, strings.Repeat("\u2028", 100)); err != nil {
+		t.Fatal(err)
+	}
+	serve := func(path string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, newRequest(t, "http://petstore", "GET", path, "", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: status %d", path, rec.Code)
+		}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for after := range 2 * listCacheSlots {
+		serve(fmt.Sprintf("/v1/pets?limit=100&after=%d", after))
+	}
+	for id := range pets {
+		serve(fmt.Sprintf("/v1/pets/%d", id+1))
+	}
+	grown := int64(heap()) - int64(before)
+	runtime.KeepAlive(h) // the caches live as long as the handler
+	// The two budgets, and 1 MiB for everything else the requests leave
+	// (the metrics, the pools of the database connections).
+	limit := int64(listCacheBytes + petCacheBytes + 1<<20)
+	t.Logf("the heap grew by %.1f MiB", float64(grown)/(1<<20))
+	if grown > limit {
+		t.Errorf("the heap grew by %.1f MiB, more than the caches' budgets and 1 MiB (%.1f MiB)", float64(grown)/(1<<20), float64(limit)/(1<<20))
 	}
 }

@@ -34,18 +34,22 @@ type config struct {
 	dbMaxConns        int
 	apiKeys           string // PETSTORE_API_KEYS only: a flag would show keys in ps
 	apiKeysFile       string
+	secretFile        string
 	logFormat         string
 	seedFile          string
+	trustedProxies    string
 	readHeaderTimeout time.Duration
 	readTimeout       time.Duration
 	writeTimeout      time.Duration
 	idleTimeout       time.Duration
 	shutdownTimeout   time.Duration
 	maxHeaderBytes    int
+	maxConns          int // open connections at once; 0 in the flag means the default for the file limit
 	limits            limits
 
-	keys keyring  // loaded from apiKeys and apiKeysFile
-	seed []newPet // parsed from seedFile
+	keys   keyring  // loaded from apiKeys and apiKeysFile
+	secret []byte   // loaded from secretFile, or the file next to the database
+	seed   []newPet // parsed from seedFile
 
 	printVersion bool // -version: print the version instead of serving
 }
@@ -55,7 +59,18 @@ type limits struct {
 	idempotencyTTL time.Duration // how long an Idempotency-Key is remembered
 	rateLimit      float64       // requests per second per API key; 0 means no limit
 	rateBurst      int           // requests a key may send at once before the rate applies
+	maxBodyMemory  int64         // bytes of request bodies held at once, over all requests; 0 means no bound
+	authFailures   int           // failed authentications a minute per client address before 429; 0 means no throttle
+	trustedProxies trustedProxies
 }
+
+// Bounds of the body budget: the default, and the least that still lets a
+// body of the largest size in (its buffer doubles from 512 KiB to 1 MiB).
+const (
+	defaultAuthFailures  = 50
+	defaultMaxBodyMemory = 32 << 20
+	minMaxBodyMemory     = 2 << 20
+)
 
 // envPrefix starts the name of every variable; the rest is the flag's name
 // in upper case with '-' as '_' (-read-timeout is PETSTORE_READ_TIMEOUT).
@@ -81,8 +96,9 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.addr, "addr", ":8080", "address to listen on, host:port; port 0 picks a free port")
 	fs.StringVar(&cfg.dbPath, "db", "petstore.db", "SQLite database file, created if missing; :memory: for an ephemeral one; or a postgres:// URL")
-	fs.IntVar(&cfg.dbMaxConns, "db-max-conns", defaultMaxConns, "PostgreSQL only: connections per replica, the writer's one included (at least 2)")
+	fs.IntVar(&cfg.dbMaxConns, "db-max-conns", defaultDBMaxConns, "PostgreSQL only: connections per replica, the writer's one included (at least 2)")
 	fs.StringVar(&cfg.apiKeysFile, "api-keys-file", "", "file of API keys, one per line: KEY or sha256:HEX, then an optional label")
+	fs.StringVar(&cfg.secretFile, "secret-file", "", "file of the secret that keys API key identities (shared by every process on one database); default: the database path + .secret, made on first start")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&cfg.seedFile, "seed", "", "JSON array of NewPet loaded at start-up into an empty database")
 	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 5*time.Second, "time allowed to read a request's headers")
@@ -91,12 +107,16 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 120*time.Second, "time a keep-alive connection may wait for its next request")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "time in-flight requests get to finish after SIGTERM")
 	fs.IntVar(&cfg.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted, in bytes")
+	fs.IntVar(&cfg.maxConns, "max-conns", 0, fmt.Sprintf("most connections open at once; past it the longest idle one is closed for a new one; 0 means the open-file limit minus %d, at most %d", connReserve, defaultMaxConnsCeiling))
 	fs.DurationVar(&cfg.limits.idempotencyTTL, "idempotency-ttl", defaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
 	fs.Float64Var(&cfg.limits.rateLimit, "rate-limit", 0, "requests per second allowed per API key; 0 turns the limit off")
 	fs.IntVar(&cfg.limits.rateBurst, "rate-burst", 0, "requests a key may send at once before -rate-limit applies; 0 means the rate rounded up")
 	// -version is a command, not a setting: it has no variable and is not
 	// in the table of settings.
 	fs.BoolVar(&cfg.printVersion, versionFlag, false, "print the version and exit")
+	fs.IntVar(&cfg.limits.authFailures, "auth-failure-limit", defaultAuthFailures, "requests without a valid API key allowed a minute per client address, in bursts of as many; past it, 429 with Retry-After; 0 turns the limit off")
+	fs.StringVar(&cfg.trustedProxies, "trusted-proxies", "", "comma-separated addresses and CIDR blocks of the proxies whose X-Forwarded-For names the client address")
+	fs.Int64Var(&cfg.limits.maxBodyMemory, "max-body-memory", defaultMaxBodyMemory, "bytes of request bodies held in memory at once, by all requests together; past it, 503 with Retry-After")
 	fs.Usage = func() { usage(fs) }
 	return fs
 }
@@ -201,16 +221,40 @@ func (cfg *config) check() error {
 			return &configError{settingName(d.name), fmt.Sprintf("%v is negative; use 0 for no limit", d.v)}
 		}
 	}
+	if err := cfg.checkMaxConns(fileLimit()); err != nil {
+		return err
+	}
 	if cfg.maxHeaderBytes < 1024 {
 		return &configError{settingName("max-header-bytes"), fmt.Sprintf("%d is too small; at least 1024 bytes", cfg.maxHeaderBytes)}
 	}
+	if cfg.limits.maxBodyMemory < minMaxBodyMemory {
+		return &configError{settingName("max-body-memory"), fmt.Sprintf("%d is too small; at least %d bytes (2 MiB), so that a body of 1 MiB fits", cfg.limits.maxBodyMemory, minMaxBodyMemory)}
+	}
+	if cfg.limits.authFailures < 0 {
+		return &configError{settingName("auth-failure-limit"), fmt.Sprintf("%d is negative; 0 turns the limit off", cfg.limits.authFailures)}
+	}
+	proxies, err := parseTrustedProxies(cfg.trustedProxies)
+	if err != nil {
+		return &configError{settingName("trusted-proxies"), err.Error()}
+	}
+	cfg.limits.trustedProxies = proxies
 	if cfg.limits.idempotencyTTL <= 0 {
 		return &configError{settingName("idempotency-ttl"), fmt.Sprintf("%v is not positive; keys must be kept for some time, such as 24h", cfg.limits.idempotencyTTL)}
 	}
 	if err := cfg.limits.checkRate(); err != nil {
 		return err
 	}
-	keys, err := loadKeyring(cfg.apiKeys, cfg.apiKeysFile)
+	if isPostgresURL(cfg.dbPath) && cfg.secretFile == "" {
+		// There is no file beside a URL to keep a secret in, and every
+		// replica must use the same one.
+		return &configError{settingName("secret-file"), "required with a PostgreSQL database: give every replica the same secret file (make one with: openssl rand -base64 32 > petstore.secret; chmod 600 petstore.secret)"}
+	}
+	secret, err := loadSecret(cfg.secretFile, cfg.dbPath)
+	if err != nil {
+		return &configError{settingName("secret-file"), err.Error()}
+	}
+	cfg.secret = secret
+	keys, err := loadKeyring(cfg.apiKeys, cfg.apiKeysFile, secret)
 	if err != nil {
 		return err
 	}
@@ -249,6 +293,20 @@ func (l *limits) checkRate() error {
 		// A burst below 1 would refuse every request; the rate rounded up
 		// lets a client spend one second's worth at once.
 		l.rateBurst = max(1, int(math.Ceil(min(r, math.MaxInt32))))
+	}
+	return nil
+}
+
+// checkMaxConns checks -max-conns against the open-file limit (0 when
+// unknown) and puts the default in place of 0.
+func (cfg *config) checkMaxConns(limit uint64) error {
+	switch {
+	case cfg.maxConns < 0:
+		return &configError{settingName("max-conns"), fmt.Sprintf("%d is negative; 0 means the default for the open-file limit", cfg.maxConns)}
+	case cfg.maxConns == 0:
+		cfg.maxConns = defaultMaxConns(limit)
+	case limit > 0 && uint64(cfg.maxConns)+connReserve > limit:
+		return &configError{settingName("max-conns"), fmt.Sprintf("%d connections do not fit the open-file limit of %d (ulimit -n) with the %d files the rest of the service needs; raise the limit or set at most %d", cfg.maxConns, limit, connReserve, int64(limit)-connReserve)}
 	}
 	return nil
 }

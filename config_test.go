@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,17 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	aFile := filepath.Join(dir, "a-file")
 	writeFile(t, aFile, "not a directory")
 	writeFile(t, filepath.Join(dir, "bad-keys"), "sha256:nothex label\n")
+	for name, mode := range map[string]os.FileMode{"group-writable-keys": 0o620, "world-writable-keys": 0o602} {
+		writeFile(t, filepath.Join(dir, name), testKey+"\n")
+		if err := os.Chmod(filepath.Join(dir, name), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(dir, "short-secret"), "too-short\n")
+	writeFile(t, filepath.Join(dir, "shared-secret"), strings.Repeat("s", 40))
+	if err := os.Chmod(filepath.Join(dir, "shared-secret"), 0o660); err != nil {
+		t.Fatal(err)
+	}
 	writeFile(t, filepath.Join(dir, "bad-seed.json"), `[{"name":"Rex","categoryId":1},{"name":"NoCategory"}]`)
 	writeFile(t, filepath.Join(dir, "not-json.json"), `{"name":`)
 
@@ -56,6 +68,11 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"a missing key file", nil, []string{"-api-keys-file", filepath.Join(dir, "nope")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "cannot read"},
 		{"a key file that is a directory", map[string]string{"PETSTORE_API_KEYS_FILE": dir}, nil, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "key file"},
 		{"a key file with a bad line", nil, []string{"-api-keys-file", filepath.Join(dir, "bad-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "line 1"},
+		{"a key file its group can write", nil, []string{"-api-keys-file", filepath.Join(dir, "group-writable-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "written by its group or by other users (mode 0620)"},
+		{"a key file anyone can write", nil, []string{"-api-keys-file", filepath.Join(dir, "world-writable-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "(mode 0602)"},
+		{"a missing secret file", nil, []string{"-secret-file", filepath.Join(dir, "no-secret")}, "-secret-file (PETSTORE_SECRET_FILE)", "cannot read"},
+		{"a secret too short", map[string]string{"PETSTORE_SECRET_FILE": filepath.Join(dir, "short-secret")}, nil, "-secret-file (PETSTORE_SECRET_FILE)", "at least 32"},
+		{"a secret file its group can write", nil, []string{"-secret-file", filepath.Join(dir, "shared-secret")}, "-secret-file (PETSTORE_SECRET_FILE)", "(mode 0660)"},
 		{"a negative timeout", nil, []string{"-read-timeout", "-1s"}, "-read-timeout (PETSTORE_READ_TIMEOUT)", "negative"},
 		{"a negative shutdown timeout from the environment", map[string]string{"PETSTORE_SHUTDOWN_TIMEOUT": "-5s"}, nil, "-shutdown-timeout (PETSTORE_SHUTDOWN_TIMEOUT)", "negative"},
 		{"a timeout that is not a duration", map[string]string{"PETSTORE_WRITE_TIMEOUT": "soon"}, nil, "PETSTORE_WRITE_TIMEOUT", "soon"},
@@ -168,28 +185,45 @@ func containsAll(words, want []string) bool {
 func TestParseKeyFile(t *testing.T) {
 	digest := func(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }
 	hexOf := func(key string) string { d := digest(key); return hex.EncodeToString(d[:]) }
+	// entry is the entry of key: its digest, its id under testSecret, and
+	// label, or without one the label of its id.
+	entry := func(key, label string) keyEntry {
+		if label == "" {
+			label = callerLabel(testSecret, key)
+		}
+		return keyEntry{digest: digest(key), id: keyID(testSecret, key), label: label}
+	}
+	// short is entry for a key given in full that is shorter than
+	// minKeyLen, which start-up warns about.
+	short := func(key, label string) keyEntry {
+		e := entry(key, label)
+		e.short = true
+		return e
+	}
 	tests := []struct {
 		rule string
 		file string
 		want []keyEntry
 	}{
-		{"a plain key gets a digest-prefix label", "alpha-key\n",
-			[]keyEntry{{digest("alpha-key"), "key-" + hexOf("alpha-key")[:8]}}},
-		{"a labelled key", "alpha-key shop-frontend\n",
-			[]keyEntry{{digest("alpha-key"), "shop-frontend"}}},
+		{"a plain key gets a label from its id", "alpha-key-0123456789\n",
+			[]keyEntry{entry("alpha-key-0123456789", "")}},
+		{"a labelled key", "alpha-key-0123456789 shop-frontend\n",
+			[]keyEntry{entry("alpha-key-0123456789", "shop-frontend")}},
+		{"a key shorter than 16 characters is marked", "alpha-key\n",
+			[]keyEntry{short("alpha-key", "")}},
 		{"a hashed key", "sha256:" + hexOf("beta") + "\n",
-			[]keyEntry{{digest("beta"), "key-" + hexOf("beta")[:8]}}},
+			[]keyEntry{entry("beta", "")}},
 		{"a hashed key with a label, in upper-case hex", "sha256:" + strings.ToUpper(hexOf("beta")) + " billing\n",
-			[]keyEntry{{digest("beta"), "billing"}}},
+			[]keyEntry{entry("beta", "billing")}},
 		{"comments, blank lines and indentation", "# keys for prod\n\n   alpha-key   web # rotated 2026-11\n\t# gone-key\nbeta",
-			[]keyEntry{{digest("alpha-key"), "web"}, {digest("beta"), "key-" + hexOf("beta")[:8]}}},
-		{"two keys may share a label (rotation)", "old-key web\nnew-key web\n",
-			[]keyEntry{{digest("old-key"), "web"}, {digest("new-key"), "web"}}},
+			[]keyEntry{short("alpha-key", "web"), short("beta", "")}},
+		{"two keys may share a label (rotation)", "old-key-0123456789 web\nnew-key-0123456789 web\n",
+			[]keyEntry{entry("old-key-0123456789", "web"), entry("new-key-0123456789", "web")}},
 		{"an empty file", "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
-			got, err := parseKeyFile(strings.NewReader(tt.file))
+			got, err := parseKeyFile(strings.NewReader(tt.file), testSecret)
 			if err != nil {
 				t.Fatalf("parseKeyFile: %v", err)
 			}
@@ -210,7 +244,7 @@ func TestParseKeyFile(t *testing.T) {
 	}
 	for _, tt := range bad {
 		t.Run("refused: "+tt.rule, func(t *testing.T) {
-			_, err := parseKeyFile(strings.NewReader(tt.file))
+			_, err := parseKeyFile(strings.NewReader(tt.file), testSecret)
 			if err == nil || !strings.Contains(err.Error(), tt.mention) {
 				t.Fatalf("parseKeyFile = %v, want an error mentioning %q", err, tt.mention)
 			}
@@ -219,6 +253,77 @@ func TestParseKeyFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestTheSecretKeepsKeysOutOfTheDatabase(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "pets.db")
+	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": dbPath, "PETSTORE_API_KEYS": testKey}
+	callerOf := func(t *testing.T, rs *runningService) string {
+		t.Helper()
+		recs := rs.Stderr.find(t, "INFO", "request")
+		if len(recs) == 0 {
+			t.Fatalf("no access line logged")
+		}
+		return recs[len(recs)-1].field("caller")
+	}
+	rs := startRun(t, env, "-log-format", "json")
+	if res := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`, map[string]string{idempotencyHeader: "once"}); res.Status != http.StatusCreated {
+		t.Fatalf("create: status %d, body %s", res.Status, res.Body)
+	}
+	if err := rs.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("a secret is made next to the database, readable by its owner only", func(t *testing.T) {
+		fi, err := os.Stat(defaultSecretFile(dbPath))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("secret file: %v, mode %v; want 0600", err, fi.Mode().Perm())
+		}
+		if n := len(secretOf(t, dbPath)); n < minSecretLen {
+			t.Errorf("the made secret has %d characters, want at least %d", n, minSecretLen)
+		}
+	})
+	t.Run("the database holds the key's HMAC, never its digest", func(t *testing.T) {
+		digest := sha256.Sum256([]byte(testKey))
+		id := keyID(secretOf(t, dbPath), testKey)
+		b, err := os.ReadFile(dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), string(digest[:])) {
+			t.Errorf("the database file holds the SHA-256 digest of the key")
+		}
+		if !strings.Contains(string(b), string(id[:])) {
+			t.Errorf("the database file does not hold the key's HMAC: the record is scoped by something else")
+		}
+	})
+	t.Run("a caller's label comes from the secret, the same at each start", func(t *testing.T) {
+		rs := startRun(t, env, "-log-format", "json")
+		doRequest(t, rs.URL, "GET", "/v1/pets", "", nil)
+		want := callerLabel(secretOf(t, dbPath), testKey)
+		if got := callerOf(t, rs); got != want {
+			t.Errorf("caller %q, want %q", got, want)
+		}
+		if naive := sha256.Sum256([]byte(testKey)); want == "key-"+hex.EncodeToString(naive[:4]) {
+			t.Errorf("the label %s is the key's digest", want)
+		}
+	})
+	t.Run("replicas given one secret file name a caller alike", func(t *testing.T) {
+		shared := filepath.Join(t.TempDir(), "secret")
+		writeFile(t, shared, strings.Repeat("r", 40)+"\n")
+		var labels []string
+		for range 2 {
+			rs := startRun(t, map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": filepath.Join(t.TempDir(), "pets.db"),
+				"PETSTORE_API_KEYS": testKey, "PETSTORE_SECRET_FILE": shared}, "-log-format", "json")
+			doRequest(t, rs.URL, "GET", "/v1/pets", "", nil)
+			labels = append(labels, callerOf(t, rs))
+		}
+		want := callerLabel([]byte(strings.Repeat("r", 40)), testKey)
+		if diff := cmp.Diff([]string{want, want}, labels); diff != "" {
+			t.Errorf("labels mismatch (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestHashKey(t *testing.T) {

@@ -47,6 +47,9 @@ const (
 	// path, Idempotency-Key and body) is already in flight: another
 	// connection holds the write lock until the row has run.
 	serverInFlight = "in-flight"
+	// Its client address, 127.0.0.1, has spent a budget of one failed
+	// authentication.
+	serverThrottled = "throttled"
 )
 
 // contractCase is one row of the contract table: a request and the status the
@@ -67,6 +70,9 @@ type contractCase struct {
 	// validator must accept the request, even if the service refuses it for
 	// a rule the schema cannot express (such as `1.0` for an integer).
 	breaksDocument bool
+	// secondAuthorization, when not empty, is sent as a second
+	// Authorization line after the test key's.
+	secondAuthorization string
 }
 
 // contractData is what TestContract's set-up stores before any row runs,
@@ -164,6 +170,7 @@ func contractTable(etag string, d contractData) []contractCase {
 	mergePatch := map[string]string{"Content-Type": "application/merge-patch+json"}
 	jsonPatch := map[string]string{"Content-Type": "application/json-patch+json"}
 	textPlain := map[string]string{"Content-Type": "text/plain"}
+	twice := "Bearer " + testKey // a second Authorization line, the same key again
 	return []contractCase{
 		// listPets
 		{rule: "a page with more pets after it", method: "GET", path: "/v1/pets?limit=2", status: 200},
@@ -188,6 +195,7 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "listPets with a wrong key", method: "GET", path: "/v1/pets", header: wrongKey, status: 401},
 		{rule: "listPets when the database fails", server: serverDBClosed, method: "GET", path: "/v1/pets", status: 500},
 		{rule: "listPets when the database cannot be reached", server: serverUnreachable, method: "GET", path: "/v1/pets", status: 503},
+		{rule: "listPets with two Authorization headers, which the schema cannot refuse", method: "GET", path: "/v1/pets", secondAuthorization: twice, status: 400},
 
 		// createPet
 		{rule: "a minimal NewPet", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 201},
@@ -206,6 +214,7 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "a body over 1 MiB", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}` + strings.Repeat(" ", maxBodyBytes), status: 413},
 		{rule: "a body that is not application/json", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`,
 			header: textPlain, status: 415, breaksDocument: true},
+		{rule: "createPet with two Authorization headers, which the schema cannot refuse", method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, secondAuthorization: twice, status: 400},
 		{rule: "createPet when the database fails", server: serverDBClosed, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 500},
 
 		{rule: "a create with an Idempotency-Key", method: "POST", path: "/v1/pets", body: `{"name":"New","categoryId":1}`,
@@ -225,6 +234,8 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "createPet when the disk cannot be written", server: serverReadOnly, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 503},
 		{rule: "createPet over the rate limit", server: serverRateLimited, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 429},
 		{rule: "listPets over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/pets", status: 429},
+		{rule: "listPets without a key, from an address that failed too often", server: serverThrottled, method: "GET", path: "/v1/pets", header: noKey, status: 429, breaksDocument: true},
+		{rule: "getPet with a wrong key, from an address that failed too often", server: serverThrottled, method: "GET", path: "/v1/pets/1", header: wrongKey, status: 429},
 
 		// getPet
 		{rule: "an existing pet, with the deprecation headers", method: "GET", path: "/v1/pets/1", status: 200},
@@ -236,6 +247,7 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "getPet from the sunset on", server: serverSunset, method: "GET", path: "/v1/pets/1", status: 410},
 		{rule: "getPet when the database fails", server: serverDBClosed, method: "GET", path: "/v1/pets/1", status: 500},
 		{rule: "getPet when the database cannot be reached", server: serverUnreachable, method: "GET", path: "/v1/pets/1", status: 503},
+		{rule: "getPet with two Authorization headers, which the schema cannot refuse", method: "GET", path: "/v1/pets/1", secondAuthorization: twice, status: 400},
 		{rule: "getPet over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/pets/1", status: 429},
 
 		// updatePet
@@ -264,6 +276,7 @@ func contractTable(etag string, d contractData) []contractCase {
 			body: `[{"op":"replace","path":"/name","value":"Rex"}]`, header: jsonPatch, status: 415, breaksDocument: true},
 		{rule: "a patch sent as text", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"name":"Rex"}`, header: textPlain, status: 415, breaksDocument: true},
 		{rule: "updatePet without a key", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"name":"Rex"}`, header: noKey, status: 401, breaksDocument: true},
+		{rule: "updatePet with two Authorization headers, which the schema cannot refuse", method: "PATCH", path: "/v1/pets/" + d.petToPatch, body: `{"name":"Rex"}`, secondAuthorization: twice, status: 400},
 		{rule: "updatePet over the rate limit", server: serverRateLimited, method: "PATCH", path: "/v1/pets/1", body: `{"name":"Rex"}`, status: 429},
 		{rule: "updatePet when the database fails", server: serverDBClosed, method: "PATCH", path: "/v1/pets/1", body: `{"name":"Rex"}`, status: 500},
 		{rule: "updatePet when the disk cannot be written", server: serverReadOnly, method: "PATCH", path: "/v1/pets/" + d.readOnlyPet, body: `{"name":"Renamed"}`, status: 503},
@@ -275,6 +288,7 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "a pet that a delivered order names stays", method: "DELETE", path: "/v1/pets/" + d.petSold, status: 409},
 		{rule: "a pet that a placed order names stays", method: "DELETE", path: "/v1/pets/" + d.petOrdered, status: 409},
 		{rule: "deletePet without a key", method: "DELETE", path: "/v1/pets/" + d.petToDelete, header: noKey, status: 401, breaksDocument: true},
+		{rule: "deletePet with two Authorization headers, which the schema cannot refuse", method: "DELETE", path: "/v1/pets/" + d.petToDelete, secondAuthorization: twice, status: 400},
 		{rule: "deletePet over the rate limit", server: serverRateLimited, method: "DELETE", path: "/v1/pets/1", status: 429},
 		{rule: "deletePet when the database fails", server: serverDBClosed, method: "DELETE", path: "/v1/pets/1", status: 500},
 		{rule: "deletePet when the disk cannot be written", server: serverReadOnly, method: "DELETE", path: "/v1/pets/" + d.readOnlyPet, status: 503},
@@ -290,6 +304,7 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "listOrders has no id filter, which the schema cannot refuse", method: "GET", path: "/v1/store/orders?id=1", status: 400},
 		{rule: "listOrders without a key", method: "GET", path: "/v1/store/orders", header: noKey, status: 401, breaksDocument: true},
 		{rule: "listOrders with a wrong key", method: "GET", path: "/v1/store/orders", header: wrongKey, status: 401},
+		{rule: "listOrders with two Authorization headers, which the schema cannot refuse", method: "GET", path: "/v1/store/orders", secondAuthorization: twice, status: 400},
 		{rule: "listOrders over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/store/orders", status: 429},
 		{rule: "listOrders when the database fails", server: serverDBClosed, method: "GET", path: "/v1/store/orders", status: 500},
 		{rule: "listOrders when the database cannot be reached", server: serverUnreachable, method: "GET", path: "/v1/store/orders", status: 503},
@@ -318,6 +333,7 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "an order over 1 MiB", method: "POST", path: "/v1/store/orders", body: `{"petId":1}` + strings.Repeat(" ", maxBodyBytes), status: 413},
 		{rule: "an order that is not application/json", method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, header: textPlain, status: 415, breaksDocument: true},
 		{rule: "placeOrder without a key", method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, header: noKey, status: 401, breaksDocument: true},
+		{rule: "placeOrder with two Authorization headers, which the schema cannot refuse", method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, secondAuthorization: twice, status: 400},
 		{rule: "placeOrder over the rate limit", server: serverRateLimited, method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, status: 429},
 		{rule: "placeOrder when the database fails", server: serverDBClosed, method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, status: 500},
 		{rule: "placeOrder when the disk cannot be written", server: serverReadOnly, method: "POST", path: "/v1/store/orders", body: `{"petId":` + d.readOnlyPet + `}`, status: 503},
@@ -328,6 +344,7 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "an order id that cannot exist", method: "GET", path: "/v1/store/orders/0", status: 404, breaksDocument: true},
 		{rule: "an order id that is not a number", method: "GET", path: "/v1/store/orders/first", status: 404, breaksDocument: true},
 		{rule: "getOrder without a key", method: "GET", path: "/v1/store/orders/" + d.orderDelivered, header: noKey, status: 401, breaksDocument: true},
+		{rule: "getOrder with two Authorization headers, which the schema cannot refuse", method: "GET", path: "/v1/store/orders/1", secondAuthorization: twice, status: 400},
 		{rule: "getOrder over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/store/orders/1", status: 429},
 		{rule: "getOrder when the database fails", server: serverDBClosed, method: "GET", path: "/v1/store/orders/1", status: 500},
 		{rule: "getOrder when the database cannot be reached", server: serverUnreachable, method: "GET", path: "/v1/store/orders/1", status: 503},
@@ -358,6 +375,7 @@ func contractTable(etag string, d contractData) []contractCase {
 			body: `[{"op":"replace","path":"/status","value":"delivered"}]`, header: jsonPatch, status: 415, breaksDocument: true},
 		{rule: "updateOrder without a key", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced, body: `{"status":"delivered"}`, header: noKey, status: 401,
 			breaksDocument: true},
+		{rule: "updateOrder with two Authorization headers, which the schema cannot refuse", method: "PATCH", path: "/v1/store/orders/" + d.orderPlaced, body: `{"status":"delivered"}`, secondAuthorization: twice, status: 400},
 		{rule: "updateOrder over the rate limit", server: serverRateLimited, method: "PATCH", path: "/v1/store/orders/1", body: `{"status":"delivered"}`, status: 429},
 		{rule: "updateOrder when the database fails", server: serverDBClosed, method: "PATCH", path: "/v1/store/orders/1", body: `{"status":"delivered"}`, status: 500},
 		{rule: "updateOrder when the disk cannot be written", server: serverReadOnly, method: "PATCH", path: "/v1/store/orders/" + d.readOnlyOrder,
@@ -378,12 +396,14 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "the metrics, with the key", method: "GET", path: "/metrics", status: 200},
 		{rule: "the metrics without a key", method: "GET", path: "/metrics", header: noKey, status: 401, breaksDocument: true},
 		{rule: "the metrics with a wrong key", method: "GET", path: "/metrics", header: wrongKey, status: 401},
+		{rule: "the metrics with two Authorization headers, which the schema cannot refuse", method: "GET", path: "/metrics", secondAuthorization: twice, status: 400},
 		{rule: "the metrics over the rate limit", server: serverRateLimited, method: "GET", path: "/metrics", status: 429},
 		{rule: "an unknown path over the rate limit: the key is checked and counted first", server: serverRateLimited, method: "GET", path: "/v1/cats", status: 429, breaksDocument: true},
 		{rule: "health checks are never rate limited", server: serverRateLimited, method: "GET", path: "/readyz", header: noKey, status: 200},
 
 		// requests outside every operation
 		{rule: "an unknown path", method: "GET", path: "/v1/cats", status: 404, breaksDocument: true},
+		{rule: "an unknown path with two Authorization headers", method: "GET", path: "/v1/cats", secondAuthorization: twice, status: 400, breaksDocument: true},
 		{rule: "a trailing slash is not redirected", method: "GET", path: "/v1/pets/", status: 404, breaksDocument: true},
 		{rule: "a path outside /v1", method: "GET", path: "/pets", status: 404, breaksDocument: true},
 		{rule: "an unknown path without a key", method: "GET", path: "/v1/cats", header: noKey, status: 401, breaksDocument: true},
@@ -584,8 +604,12 @@ func TestContract(t *testing.T) {
 	if res := limited.do(t, "GET", "/v1/pets", "", nil); res.Status != http.StatusOK { // spends the burst
 		t.Fatalf("the rate-limited server's first request: status %d", res.Status)
 	}
+	throttled := newTestServer(t, withLimits(limits{idempotencyTTL: defaultIdempotencyTTL, authFailures: 1}))
+	if res := throttled.do(t, "GET", "/v1/pets", "", map[string]string{"Authorization": ""}); res.Status != http.StatusUnauthorized { // spends the budget
+		t.Fatalf("the throttled server's first failure: status %d", res.Status)
+	}
 	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL,
-		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL}
+		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverThrottled: throttled.URL}
 	unreachable, haveUnreachable := unreachableServer(t)
 	if haveUnreachable {
 		servers[serverUnreachable] = unreachable.URL
@@ -608,6 +632,9 @@ func TestContract(t *testing.T) {
 				t.Fatalf("unknown server %q", tt.server)
 			}
 			vreq := newRequest(t, base, tt.method, tt.path, tt.body, tt.header)
+			if tt.secondAuthorization != "" {
+				vreq.Header.Add("Authorization", tt.secondAuthorization)
+			}
 			route, pathParams, routeErr := router.FindRoute(vreq)
 			var reqIn *openapi3filter.RequestValidationInput
 			var opName string
@@ -640,7 +667,11 @@ func TestContract(t *testing.T) {
 				}
 			}
 
-			res, err := http.DefaultClient.Do(newRequest(t, base, tt.method, tt.path, tt.body, tt.header))
+			req := newRequest(t, base, tt.method, tt.path, tt.body, tt.header)
+			if tt.secondAuthorization != "" {
+				req.Header.Add("Authorization", tt.secondAuthorization)
+			}
+			res, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatalf("%s %s: %v", tt.method, tt.path, err)
 			}

@@ -60,7 +60,7 @@ var copyTables = []struct {
 }{
 	{"pets", "id, name, category_id, status", true},
 	{"orders", "id, pet_id, status, placed_at, updated_at", true},
-	{"idempotency_keys", "api_key_sha256, idempotency_key, operation, fingerprint, resource_id, body, created_at", false},
+	{"idempotency_keys", "api_key_hmac, idempotency_key, operation, fingerprint, resource_id, body, created_at", false},
 }
 
 // copyDatabase copies from src to dst. Both are opened as the service opens

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,8 +69,8 @@ func statusOf(code string) int {
 	}
 }
 
-// retryAfterSeconds is the Retry-After of every 503.
-const retryAfterSeconds = "2"
+// unavailableRetryAfter is the Retry-After of a 503 that says nothing else.
+const unavailableRetryAfter = "2"
 
 // apiError is an error the client is meant to see. It is also the JSON error
 // body of every non-2xx answer: {"code", "message", "status"}.
@@ -106,23 +107,42 @@ func apiErrorOf(err error) *apiError {
 	return nil
 }
 
+// errClientGone is what reading a request body returns when the client
+// closed the connection before sending all of it.
+var errClientGone = errors.New("the client closed the connection before the request was complete")
+
+// clientGone reports whether err says that the client went away: it hung up
+// while its body was being read, or its request's context ended (net/http
+// cancels it when the connection closes) and the work was abandoned.
+func clientGone(r *http.Request, err error) bool {
+	return errors.Is(err, errClientGone) || (errors.Is(err, context.Canceled) && r.Context().Err() != nil)
+}
+
 // writeError answers with err as the JSON error body, translated by
 // apiErrorOf. A failure of ours gets a bare 500 and its details go to the log
 // only, so no SQL, path or stack ever reaches a client; a 5xx the client is
-// told about (the disk is full) is logged as a warning with its cause.
+// told about (the disk is full) is logged as a warning with its cause. A
+// client that went away is no failure of ours: nothing is sent, and the
+// request is counted apart (statusClientGone).
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	if clientGone(r, err) {
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.gone = true
+		}
+		return
+	}
 	e := apiErrorOf(err)
 	switch {
 	case e == nil:
-		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.ErrorContext(r.Context(), "request failed", "method", abbreviate(r.Method), "path", abbreviate(r.URL.Path), "err", err)
 		e = errorf(codeInternal, "the server failed to complete the request; the failure has been logged")
 	case e.Status >= 500 && !errors.As(err, new(*apiError)):
-		log.WarnContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
+		log.WarnContext(r.Context(), "request refused", "method", abbreviate(r.Method), "path", abbreviate(r.URL.Path), "code", e.Code, "err", err)
 	}
-	if e.Code == codeUnavailable {
+	if e.Code == codeUnavailable && w.Header().Get("Retry-After") == "" {
 		// RFC 9110, section 10.2.3: when to try again. The causes (a full
 		// disk, a database restarting) last seconds to minutes.
-		w.Header().Set("Retry-After", retryAfterSeconds)
+		w.Header().Set("Retry-After", unavailableRetryAfter)
 	}
 	writeJSON(w, e.Status, e)
 }
@@ -199,7 +219,7 @@ func routeErrors(log *slog.Logger, mux *http.ServeMux, auth func(http.Handler) h
 		rec := &statusRecorder{header: w.Header()}
 		h.ServeHTTP(rec, r)
 		if rec.status == http.StatusMethodNotAllowed {
-			writeError(w, r, log, errorf(codeMethodNotAllowed, "method %s is not allowed on %s; allowed: %s", abbreviate(r.Method), p, w.Header().Get("Allow")))
+			writeError(w, r, log, errorf(codeMethodNotAllowed, "method %s is not allowed on %q; allowed: %s", abbreviate(r.Method), abbreviate(p), w.Header().Get("Allow")))
 			return
 		}
 		if p == "/v1" || strings.HasPrefix(p, "/v1/") {

@@ -454,7 +454,7 @@ func TestREADMEStaysTrue(t *testing.T) {
 		if m == nil {
 			t.Fatal("no key file example in README.md")
 		}
-		entries, err := parseKeyFile(strings.NewReader(m[1]))
+		entries, err := parseKeyFile(strings.NewReader(m[1]), testSecret)
 		if err != nil || len(entries) < 2 {
 			t.Fatalf("the example parses to %d entries, error %v", len(entries), err)
 		}

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +47,29 @@ const (
 	testKey      = "test-key-0123456789"
 	otherTestKey = "second-key-abcdef"
 )
+
+// testSecret is the service's secret (see loadSecret) of every server that
+// newTestServer starts: fixed, so that a restart on the same file finds the
+// same key identities, as it does with the secret file next to a database.
+var testSecret = []byte("test-secret-0123456789abcdefghijklmnopqrstuvwxyz")
+
+// staticKeyring is a keyring of fixed keys under testSecret.
+func staticKeyring(keys ...string) keyring { return fixedKeyring(testSecret, keys...) }
+
+// keyID is the identity the service gives key under secret, computed here
+// apart from auth.go: the HMAC-SHA256 of the key's SHA-256 digest.
+func keyID(secret []byte, key string) [sha256.Size]byte {
+	d := sha256.Sum256([]byte(key))
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(d[:])
+	return [sha256.Size]byte(mac.Sum(nil))
+}
+
+// callerLabel is how logs and metrics name an unlabelled key under secret.
+func callerLabel(secret []byte, key string) string {
+	id := keyID(secret, key)
+	return "key-" + hex.EncodeToString(id[:4])
+}
 
 // The three levels at which a test starts the service:
 //
@@ -161,6 +187,7 @@ func startRun(t *testing.T, env map[string]string, args ...string) *runningServi
 	ctx, cancel := context.WithCancel(context.Background())
 	stdoutR, stdoutW := io.Pipe()
 	rs := &runningService{Stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	env = withSharedSecret(t, env)
 	go func() {
 		err := run(ctx, args, mapEnv(env), strings.NewReader(""), stdoutW, rs.Stderr)
 		stdoutW.CloseWithError(fmt.Errorf("run returned: %v", err))
@@ -249,8 +276,19 @@ type process struct {
 // at the end of the test if it still runs (only it, by its PID).
 func startBinary(t *testing.T, bin string, env ...string) *process {
 	t.Helper()
-	p := &process{Cmd: exec.Command(bin), Stderr: &syncBuffer{}}
+	return startCommand(t, exec.Command(bin), env...)
+}
+
+// startCommand is startBinary for a command that runs the binary in some
+// other way (under a shell that lowers a limit first, for one).
+func startCommand(t *testing.T, cmd *exec.Cmd, env ...string) *process {
+	t.Helper()
+	p := &process{Cmd: cmd, Stderr: &syncBuffer{}}
 	p.Cmd.Env = append(os.Environ(), env...)
+	if slices.ContainsFunc(env, func(v string) bool { return isPostgresURL(strings.TrimPrefix(v, "PETSTORE_DB=")) }) &&
+		!slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, "PETSTORE_SECRET_FILE=") }) {
+		p.Cmd.Env = append(p.Cmd.Env, "PETSTORE_SECRET_FILE="+sharedSecretFile(t))
+	}
 	p.Cmd.Stderr = p.Stderr
 	stdout, err := p.Cmd.StdoutPipe()
 	if err != nil {
@@ -600,6 +638,9 @@ func TestMain(m *testing.M) {
 	}
 	if testPostgres.cluster != nil {
 		testPostgres.cluster.remove()
+	}
+	if sharedSecret.path != "" {
+		os.RemoveAll(filepath.Dir(sharedSecret.path))
 	}
 	reportSkippedParts()
 	os.Exit(code)
@@ -1155,4 +1196,42 @@ func keepReading(t *testing.T, servers []*testServer, paths ...string) (stop fun
 	stop = func() { once.Do(func() { close(done); readers.Wait() }) }
 	t.Cleanup(stop)
 	return stop
+}
+
+// sharedSecret is the secret file that the services a test starts on
+// PostgreSQL share, as a shop's replicas do (-secret-file is required there),
+// written once per test binary.
+var sharedSecret struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// sharedSecretFile returns the path of the shared secret file.
+func sharedSecretFile(t testing.TB) string {
+	t.Helper()
+	sharedSecret.once.Do(func() {
+		dir, err := os.MkdirTemp("", "petstore-secret-")
+		if err != nil {
+			sharedSecret.err = err
+			return
+		}
+		sharedSecret.path = filepath.Join(dir, "secret")
+		sharedSecret.err = os.WriteFile(sharedSecret.path, append([]byte(generateKey()), '\n'), 0o600)
+	})
+	if sharedSecret.err != nil {
+		t.Fatal(sharedSecret.err)
+	}
+	return sharedSecret.path
+}
+
+// withSharedSecret adds the shared secret file to the environment of a
+// service on PostgreSQL that names none.
+func withSharedSecret(t testing.TB, env map[string]string) map[string]string {
+	if !isPostgresURL(env["PETSTORE_DB"]) || env["PETSTORE_SECRET_FILE"] != "" {
+		return env
+	}
+	withSecret := maps.Clone(env)
+	withSecret["PETSTORE_SECRET_FILE"] = sharedSecretFile(t)
+	return withSecret
 }

@@ -2,18 +2,26 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // These tests send what a broken or hostile client sends, over real TCP to
@@ -128,7 +136,7 @@ func TestFiveThousandIdleKeepAliveConnections(t *testing.T) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 2*conns+1000 {
 		t.Skipf("the open-file limit is %d; this test needs %d (raise it with ulimit -n)", lim.Cur, 2*conns+1000)
 	}
-	rs := startHostileTarget(t)
+	rs := startHostileTarget(t, "-max-conns", "6000")
 	idle := make([]net.Conn, conns)
 	t.Cleanup(func() {
 		for _, c := range idle {
@@ -221,5 +229,378 @@ func TestA10KBAuthorizationHeader(t *testing.T) {
 	}
 	if strings.Contains(rs.Stderr.String(), "kkkk") {
 		t.Errorf("the log holds the header value")
+	}
+}
+
+func TestEveryEchoOfClientInputIsShort(t *testing.T) {
+	ts := newTestServer(t)
+	huge := strings.Repeat("a", 60_000)
+	// A multi-byte character across the cut: the echo ends between
+	// characters, never inside one.
+	accents := "x" + strings.Repeat("é", 30_000)
+	tests := []struct {
+		rule, method, path, body string
+		status                   int
+	}{
+		{"a 1 MB unknown field name", "POST", "/v1/pets", `{"` + strings.Repeat("x", 1_000_000-16) + `":1}`, 400},
+		{"an unknown field name of accents", "POST", "/v1/pets", `{"` + accents + `":1}`, 400},
+		{"a 60 KB categoryId", "POST", "/v1/pets", `{"name":"a","categoryId":` + strings.Repeat("9", 60_000) + `}`, 400},
+		{"a 60 KB petId in an order", "POST", "/v1/store/orders", `{"petId":` + strings.Repeat("9", 60_000) + `}`, 400},
+		{"a 60 KB name", "POST", "/v1/pets", `{"name":"` + huge + `","categoryId":1}`, 400},
+		{"a 60 KB status", "PATCH", "/v1/store/orders/1", `{"status":"` + huge + `"}`, 400},
+		{"a 60 KB query parameter name", "GET", "/v1/pets?" + huge + "=1", "", 400},
+		{"a 60 KB query parameter given twice", "GET", "/v1/pets?" + huge + "=1&" + huge + "=2", "", 400},
+		{"a 60 KB limit", "GET", "/v1/pets?limit=" + huge, "", 400},
+		{"a 60 KB id filter item", "GET", "/v1/pets?id=" + accents, "", 400},
+		{"a 60 KB petId", "GET", "/v1/pets/" + huge, "", 404},
+		{"a 60 KB orderId", "GET", "/v1/store/orders/" + huge, "", 404},
+		{"a 60 KB unknown path", "GET", "/v1/" + huge, "", 404},
+		{"a 60 KB unclean path", "GET", "/v1/" + huge + "/", "", 404},
+		{"a 60 KB path with a method it does not take", "PUT", "/v1/pets/" + huge, "", 405},
+		{"a 60 KB file of the reference", "GET", "/docs/" + huge + "/" + huge, "", 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			res := ts.do(t, tt.method, tt.path, tt.body, nil)
+			if res.Status != tt.status {
+				t.Errorf("status %d, want %d", res.Status, tt.status)
+			}
+			if len(res.Body) > 512 {
+				t.Errorf("the answer is %d bytes, want at most 512: %.300s", len(res.Body), res.Body)
+			}
+			if !utf8.Valid(res.Body) || strings.Contains(string(res.Body), `\\x`) || strings.Contains(string(res.Body), "\ufffd") {
+				t.Errorf("the echo is cut inside a character: %.300s", res.Body)
+			}
+		})
+	}
+	for line := range strings.Lines(ts.Log.String()) {
+		if len(line) > 1024 {
+			t.Errorf("a log line is %d bytes: %.300s", len(line), line)
+		}
+	}
+}
+
+func TestAClientThatHangsUpIsNotAServerError(t *testing.T) {
+	t.Run("its request's context ends while the write waits", func(t *testing.T) {
+		ts := newTestServer(t)
+		rex := ts.createPet(t, "Rex", 1, "")
+		before := storedPets(t, ts.Store)
+		// net/http ends a request's context when its client closes the
+		// connection; here it has ended before the handler runs. Whether
+		// the write is refused before it is queued or found ended in the
+		// queue (the two ways it happens), the client is gone, and nothing
+		// may be written.
+		gone, cancel := context.WithCancel(t.Context())
+		cancel()
+		requests := []struct{ method, path, body, key string }{
+			{"POST", "/v1/pets", `{"name":"Gone","categoryId":1}`, ""},
+			{"POST", "/v1/pets", `{"name":"Gone","categoryId":1}`, "gone-key"},
+			{"PATCH", fmt.Sprintf("/v1/pets/%d", rex.ID), `{"name":"Renamed"}`, ""},
+			{"DELETE", fmt.Sprintf("/v1/pets/%d", rex.ID), "", ""},
+			{"POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, rex.ID), ""},
+		}
+		const rounds = 10
+		for range rounds {
+			for _, rq := range requests {
+				req := newRequest(t, ts.URL, rq.method, rq.path, rq.body, map[string]string{idempotencyHeader: rq.key}).WithContext(gone)
+				rec := httptest.NewRecorder()
+				ts.Handler.ServeHTTP(rec, req)
+				if rec.Body.Len() != 0 {
+					t.Errorf("%s %s: an answer was written to a client that is gone: %d %s", rq.method, rq.path, rec.Code, rec.Body)
+				}
+			}
+		}
+		if diff := cmp.Diff(before, storedPets(t, ts.Store)); diff != "" {
+			t.Errorf("requests of a client that is gone changed the catalogue (-want +got):\n%s", diff)
+		}
+		for _, r := range ts.Log.records(t) {
+			if r["level"] != "INFO" && r["level"] != "DEBUG" {
+				t.Errorf("logged at %v: %v", r["level"], r)
+			}
+		}
+		metrics := ts.do(t, "GET", "/metrics", "", nil).Body
+		for _, route := range []string{"POST /v1/pets", "PATCH /v1/pets/{petId}", "DELETE /v1/pets/{petId}", "POST /v1/store/orders"} {
+			want := float64(rounds)
+			if route == "POST /v1/pets" {
+				want = 2 * rounds
+			}
+			if got := metricValue(t, metrics, "petstore_http_requests_total", map[string]string{"route": route, "code": "499"}); got != want {
+				t.Errorf("%s: %v requests counted as 499, want %v", route, got, want)
+			}
+			if n := metricValue(t, metrics, "petstore_http_requests_total", map[string]string{"route": route, "code": "500"}); n != 0 {
+				t.Errorf("%s: %v requests counted as 500", route, n)
+			}
+		}
+	})
+
+	t.Run("it hangs up halfway through its body", func(t *testing.T) {
+		ts := newTestServer(t)
+		conn := dialService(t, ts.URL)
+		fmt.Fprintf(conn, "POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":\"Half", testKey)
+		conn.Close()
+		var access logRecord
+		eventually(t, "the service logs the request", func() bool {
+			recs := ts.Log.find(t, "INFO", "request")
+			if len(recs) > 0 {
+				access = recs[0]
+			}
+			return len(recs) > 0
+		})
+		if access["status"] != float64(statusClientGone) {
+			t.Errorf("the access log says status %v, want %d: %v", access["status"], statusClientGone, access)
+		}
+		for _, r := range ts.Log.records(t) {
+			if r["level"] != "INFO" {
+				t.Errorf("logged at %v: %v", r["level"], r)
+			}
+		}
+	})
+}
+
+func TestRequestBodiesShareAMemoryBudget(t *testing.T) {
+	ts := newTestServer(t, withLimits(limits{idempotencyTTL: defaultIdempotencyTTL, maxBodyMemory: minMaxBodyMemory}))
+	held := func() float64 {
+		return metricValue(t, ts.do(t, "GET", "/metrics", "", nil).Body, "petstore_request_body_bytes", map[string]string{})
+	}
+	// A create whose body, of unknown length, arrives slowly: once 900 KB
+	// of it is in, its buffer has doubled to 1 MiB, half of a budget of
+	// 2 MiB.
+	slow, bodyW := startSlowCreate(t, ts.URL)
+	io.WriteString(bodyW, `{"name":"Slow","categoryId":1}`+strings.Repeat(" ", 900_000))
+	eventually(t, "the slow body holds 1 MiB of the budget", func() bool { return held() == 1<<20 })
+
+	// A body of 600 KB needs more than what is left: 503, retry in a second.
+	big := `{"name":"Big","categoryId":1}` + strings.Repeat(" ", 600_000)
+	res := ts.do(t, "POST", "/v1/pets", big, nil)
+	wantError(t, res, http.StatusServiceUnavailable, codeUnavailable, "retry")
+	if got := res.Header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After = %q, want 1", got)
+	}
+	// A small one still fits.
+	if res := ts.do(t, "POST", "/v1/pets", `{"name":"Small","categoryId":1}`, nil); res.Status != http.StatusCreated {
+		t.Errorf("a small create beside the slow one: status %d, body %s", res.Status, res.Body)
+	}
+	// Once the slow create is answered, its share is back.
+	bodyW.Close()
+	if a := <-slow; a.err != nil || a.res.Status != http.StatusCreated {
+		t.Fatalf("the slow create: %v, status %d, body %s", a.err, a.res.Status, a.res.Body)
+	}
+	eventually(t, "every body's share is given back", func() bool { return held() == 0 })
+	if res := ts.do(t, "POST", "/v1/pets", big, nil); res.Status != http.StatusCreated {
+		t.Errorf("the 600 KB create once the budget is free: status %d, body %s", res.Status, res.Body)
+	}
+
+	t.Run("memory is taken for the bytes sent, not the bytes announced", func(t *testing.T) {
+		conn := dialService(t, ts.URL)
+		fmt.Fprintf(conn, "POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"name\":", testKey, maxBodyBytes)
+		eventually(t, "the announced body is being read", func() bool { return held() > 0 })
+		if got := held(); got != firstBodyRead {
+			t.Errorf("a body announced as 1 MiB, of which 8 bytes came, holds %v bytes of the budget; want %d", got, firstBodyRead)
+		}
+		conn.Close()
+		eventually(t, "the share of a client that left is given back", func() bool { return held() == 0 })
+	})
+}
+
+// bodyMemoryCeiling is the peak resident memory the README promises with 500
+// clients each sending most of a 1 MiB body at once (the default budget of
+// request bodies, 32 MiB, is most of it).
+const bodyMemoryCeiling = 128 << 20
+
+func TestFiveHundredLargeBodiesAtOnceStayUnderTheMemoryCeiling(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	svc := startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_API_KEYS="+testKey, "PETSTORE_LOG_FORMAT=json",
+		"PETSTORE_DB="+filepath.Join(t.TempDir(), "pets.db"))
+	addr := strings.TrimPrefix(svc.URL, "http://")
+
+	// Each client announces a create of 1 MiB, sends 1,000,000 bytes of it
+	// and waits for an answer: a 503 when the budget had no room for its
+	// body, none when its body is held (it never completes).
+	const clients, sent = 500, 1_000_000
+	head := fmt.Sprintf("POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", testKey, maxBodyBytes)
+	payload := []byte(head + strings.Repeat(" ", sent))
+	var refused, held, other atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				other.Add(1)
+				return
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			conn.Write(payload) // fails once a refused client's connection is closed
+			conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			switch {
+			case err == nil && res.StatusCode == http.StatusServiceUnavailable:
+				refused.Add(1)
+			case err != nil && errors.Is(err, os.ErrDeadlineExceeded):
+				held.Add(1)
+			default:
+				other.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	peak := peakRSS(t, svc.Cmd.Process.Pid)
+	t.Logf("%d clients: %d refused with 503, %d held, %d otherwise; peak RSS %.1f MiB", clients, refused.Load(), held.Load(), other.Load(), float64(peak)/(1<<20))
+	if refused.Load() == 0 || held.Load() == 0 {
+		t.Errorf("want some bodies held and some refused: %d held, %d refused", held.Load(), refused.Load())
+	}
+	if peak > bodyMemoryCeiling {
+		t.Errorf("peak RSS %.1f MiB, over the ceiling of %d MiB", float64(peak)/(1<<20), bodyMemoryCeiling>>20)
+	}
+	if res := doRequest(t, svc.URL, "POST", "/v1/pets", `{"name":"After","categoryId":1}`, nil); res.Status != http.StatusCreated {
+		t.Errorf("a create after the flood: status %d, body %s", res.Status, res.Body)
+	}
+}
+
+// peakRSS reads the peak resident set size (VmHWM) of the process pid, in
+// bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kib << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}
+
+// openIdle opens n connections to the service at url, each having made one
+// request with key (none when key is ""), and read its answer: idle
+// keep-alive connections, as a client or an attacker leaves them. With
+// silent, the connections send nothing at all.
+func openIdle(t *testing.T, url, key string, n int, silent bool) []net.Conn {
+	t.Helper()
+	req := "GET /v1/pets?limit=1 HTTP/1.1\r\nHost: petstore\r\n"
+	if key != "" {
+		req += "Authorization: Bearer " + key + "\r\n"
+	}
+	req += "\r\n"
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		conns[i] = dialService(t, url)
+		if silent {
+			continue
+		}
+		io.WriteString(conns[i], req)
+		conns[i].SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(conns[i]), nil)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	return conns
+}
+
+func TestIdleConnectionsMakeRoomForAFreshClient(t *testing.T) {
+	const maxConns = 20
+	rs := startHostileTarget(t, "-max-conns", strconv.Itoa(maxConns))
+	// A create in progress: its connection is never closed to make room.
+	slow, bodyW := startSlowCreate(t, rs.URL)
+	idle := openIdle(t, rs.URL, testKey, maxConns-1, false)
+
+	// The cap is reached: a fresh client is served all the same, some
+	// idle connection making room for it.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := client.Do(newRequest(t, rs.URL, "GET", "/metrics", "", nil))
+	if err != nil {
+		t.Fatalf("a fresh client with the cap reached: %v", err)
+	}
+	// It made room for itself before it was served: one idle connection
+	// was closed for it.
+	metrics := readResponse(t, res)
+	shed := metricValue(t, metrics.Body, "petstore_connections_shed_total", map[string]string{})
+	if metrics.Status != http.StatusOK || shed != 1 {
+		t.Fatalf("a fresh client with the cap reached: status %d, %v connections shed, want 1", metrics.Status, shed)
+	}
+	// The create in progress completes.
+	io.WriteString(bodyW, `{"name":"Slow","categoryId":1}`)
+	bodyW.Close()
+	if a := <-slow; a.err != nil || a.res.Status != http.StatusCreated {
+		t.Errorf("the create in progress while connections were shed: %v, status %d", a.err, a.res.Status)
+	}
+	// Exactly as many idle connections were closed as were shed; each of
+	// the others still serves its client.
+	closed := 0
+	for i, c := range idle {
+		io.WriteString(c, "GET /v1/pets?limit=1 HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer "+testKey+"\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		switch {
+		case err == nil && res.StatusCode == http.StatusOK:
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+			closed++
+		default:
+			t.Errorf("idle connection %d: %v", i, err)
+		}
+	}
+	if float64(closed) != shed {
+		t.Errorf("%d idle connections were closed, and %v shed", closed, shed)
+	}
+}
+
+func TestIdleConnectionsDoNotExhaustTheFileLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh to lower the open-file limit")
+	}
+	const fileLimit = 256
+	bin := buildBinary(t)
+	svc := startCommand(t, exec.Command("sh", "-c", `ulimit -n `+strconv.Itoa(fileLimit)+` && exec "$0"`, bin),
+		"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_API_KEYS="+testKey, "PETSTORE_LOG_FORMAT=json",
+		"PETSTORE_DB="+filepath.Join(t.TempDir(), "pets.db"))
+	// The process logs this line before it prints its URL, but its standard
+	// error reaches this test through a goroutine of its own.
+	svc.waitForLog(t, "petstore started")
+	started := svc.Stderr.find(t, "INFO", "petstore started")
+	if len(started) != 1 || started[0]["max_conns"] != float64(fileLimit-connReserve) {
+		t.Fatalf("the start-up line does not say the default cap of %d: %v", fileLimit-connReserve, started)
+	}
+	// More connections than the process may open files, without a key:
+	// idle after a 401, and silent ones that never send a byte.
+	openIdle(t, svc.URL, "", 150, false)
+	openIdle(t, svc.URL, "", 150, true)
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	req := newRequest(t, svc.URL, "GET", "/metrics", "", nil)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("a fresh client with 300 idle connections open: %v", err)
+	}
+	metrics := readResponse(t, res)
+	if metrics.Status != http.StatusOK {
+		t.Fatalf("a fresh client with 300 idle connections open: status %d", metrics.Status)
+	}
+	if open := metricValue(t, metrics.Body, "petstore_connections_open", map[string]string{}); open > fileLimit-connReserve {
+		t.Errorf("%v connections open, over the cap of %d", open, fileLimit-connReserve)
+	}
+	if shed := metricValue(t, metrics.Body, "petstore_connections_shed_total", map[string]string{}); shed != 300+1-(fileLimit-connReserve) {
+		t.Errorf("%v connections shed; want %d", shed, 300+1-(fileLimit-connReserve))
+	}
+	for _, r := range svc.Stderr.records(t) {
+		if r["level"] == "WARN" || r["level"] == "ERROR" {
+			t.Errorf("logged: %v", r)
+		}
 	}
 }

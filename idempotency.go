@@ -155,7 +155,7 @@ func idempotent(log *slog.Logger, ix *idempotency, c creator) http.Handler {
 // idempotencyScope names one idempotency key: keys are scoped per API key,
 // so two clients choosing the same key never see each other's resources.
 type idempotencyScope struct {
-	apiKey [sha256.Size]byte
+	apiKey [sha256.Size]byte // the API key's identity (see keyIdentity), never the key
 	key    string
 }
 

@@ -21,6 +21,11 @@ import (
 )
 
 func main() {
+	// SIGHUP asks for a key reload, and its default action would end the
+	// process, which systemd does not restart. It is ignored from the first
+	// line on, so that a reload sent while the service starts never kills
+	// it; run takes it over before it reads the keys.
+	signal.Ignore(syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
@@ -62,6 +67,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return printVersion(stdout)
 		}
 	}
+	// Registered before the keys are read: a SIGHUP sent once they are read
+	// waits in hup for the serving loop, which reloads them.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -69,22 +79,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if cfg.printVersion {
 		return printVersion(stdout)
 	}
-	return serve(ctx, cfg, stdout, stderr)
+	return serve(ctx, cfg, hup, stdout, stderr)
 }
 
-// serve runs the HTTP service until ctx is cancelled.
-func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+// serve runs the HTTP service until ctx is cancelled, reloading the keys on
+// every signal from hup.
+func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr io.Writer) error {
 	log := newLogger(cfg.logFormat, stderr)
 	keys := cfg.keys
 	if keys.configured() && len(keys.keys().entries) == 0 {
 		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
 	}
+	warnShortKeys(log, keys)
 
 	st, err := openStore(ctx, cfg.dbPath, cfg.dbMaxConns)
 	if err != nil {
 		return &configError{settingName("db"), err.Error()}
 	}
 	defer st.Close()
+	if fi, err := os.Stat(cfg.dbPath); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the database file can be read by other users than its owner; chmod 600 it (and its -wal and -shm files)",
+			"db", cfg.dbPath, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
 	if st.schemaFrom != st.schemaVersion {
 		log.Info("database schema migrated", "db", redactDB(cfg.dbPath), "from", st.schemaFrom, "to", st.schemaVersion)
 	}
@@ -97,7 +113,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		keys = staticKeyring(gk.key)
+		keys = fixedKeyring(cfg.secret, gk.key)
 		announceGeneratedKey(gk, cfg.logFormat, log, stderr)
 	}
 	if len(cfg.seed) > 0 {
@@ -127,24 +143,25 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		pruneIdempotencyKeysEvery(pruneCtx, log, st, cfg.limits.idempotencyTTL, interval, time.Now)
 	})
 
+	m := newMetrics(st)
+	conns := newConnLimiter(cfg.maxConns)
+	m.watchConns(conns)
 	srv := &http.Server{
-		Handler:           newServer(log, keys, st, newMetrics(st), time.Now, cfg.limits),
+		Handler:           newServer(log, keys, st, m, time.Now, cfg.limits),
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		ReadTimeout:       cfg.readTimeout,
 		WriteTimeout:      cfg.writeTimeout,
 		IdleTimeout:       cfg.idleTimeout,
 		MaxHeaderBytes:    cfg.maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         conns.connState,
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	go func() { serveErr <- srv.Serve(conns.listener(ln)) }()
 
 	url := listenURL(ln.Addr())
 	log.Info("petstore started", "version", version(), "url", url, "backend", st.dialect.name, "db", redactDB(cfg.dbPath),
-		"journal_mode", journal, "schema", st.schemaVersion, "keys", len(keys.keys().entries))
+		"journal_mode", journal, "schema", st.schemaVersion, "keys", len(keys.keys().entries), "max_conns", cfg.maxConns)
 	// This line is the launch contract: tools that start the service wait
 	// for it and read the URL from it.
 	fmt.Fprintf(stdout, "petstore listening on %s\n", url)
@@ -161,6 +178,7 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
 			} else {
 				log.Info("API keys reloaded", "keys", len(keys.keys().entries))
+				warnShortKeys(log, keys)
 			}
 		case <-ctx.Done():
 		}
@@ -181,6 +199,14 @@ func serve(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	log.Info("stopped", "drained_in", time.Since(start))
 	return nil
+}
+
+// warnShortKeys logs a warning for each key short enough to be guessed (see
+// minKeyLen), naming it by its label.
+func warnShortKeys(log *slog.Logger, keys keyring) {
+	for _, label := range keys.keys().shortKeys() {
+		log.Warn(fmt.Sprintf("an API key is shorter than %d characters, short enough to guess: it is accepted, but replace it with a long random one (openssl rand -base64 32)", minKeyLen), "caller", label)
+	}
 }
 
 // newLogger returns the service's logger in the chosen format.
@@ -258,16 +284,21 @@ func listenURL(addr net.Addr) string {
 }
 
 // newServer builds the whole HTTP handler: the routes, then JSON answers for
-// what the router itself refuses, panic recovery around that, and the request
-// id, access log and metrics around everything.
+// what the router itself refuses, panic recovery around that, the budget of
+// request bodies held in memory, and the request id, access log and metrics
+// around everything.
 func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func() time.Time, lim limits) http.Handler {
 	mux := http.NewServeMux()
 	limiter := newRateLimiter(lim.rateLimit, lim.rateBurst, now)
 	// The rate limit runs after the key check: it is per key, and a caller
-	// without a valid key has no budget to spend.
-	auth := func(h http.Handler) http.Handler { return requireKey(keys, log, limitRate(limiter, log, h)) }
+	// without a valid key has no budget to spend. Such callers are
+	// throttled by their address instead (see authThrottle).
+	guard := authGuard{proxies: lim.trustedProxies, throttle: newAuthThrottle(lim.authFailures, now), failures: m.authFailed}
+	auth := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, limitRate(limiter, log, h)) }
 	addRoutes(mux, log, auth, st, m, newIdempotency(st, lim.idempotencyTTL, now), now)
-	return observe(log, m, recoverPanics(log, routeErrors(log, mux, auth)))
+	bodies := newBodyBudget(lim.maxBodyMemory)
+	m.watchBodyBudget(bodies)
+	return observe(log, m, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth))))
 }
 
 // addRoutes lists every route of the service. The health checks, the API

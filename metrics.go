@@ -19,6 +19,7 @@ type metrics struct {
 	duration   *prometheus.HistogramVec
 	deprecated *prometheus.CounterVec
 	orders     *prometheus.CounterVec
+	authFails  *prometheus.CounterVec
 }
 
 // newMetrics registers every metric; st supplies the pet counts and the
@@ -43,13 +44,19 @@ func newMetrics(st *store) *metrics {
 			Name: "petstore_order_transitions_total",
 			Help: "Orders placed (from \"new\") and changed, by the status they left and the one they reached.",
 		}, []string{"from", "to"}),
+		authFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petstore_auth_failures_total",
+			Help: "Requests without a valid API key, by answer: unauthorized (401), invalid_header (400, two Authorization headers) or throttled (429, too many from one address). Their access log lines are sampled; this counts them all.",
+		}, []string{"answer"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.duration, m.deprecated, m.orders,
+		m.requests, m.duration, m.deprecated, m.orders, m.authFails,
 		petsCollector{st: st, desc: prometheus.NewDesc("petstore_pets",
-			"Pets stored, by status (counted when scraped).", []string{"status"}, nil)},
+			"Pets stored, by status.", []string{"status"}, nil)},
+		idempotencyCollector{st: st, desc: prometheus.NewDesc("petstore_idempotency_records",
+			"Idempotency records stored (each about 1.1 KB), expired ones not yet pruned included.", nil, nil)},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "petstore_db_errors_total",
 			Help: "Database operations that failed (a missing pet is not a failure).",
@@ -57,6 +64,35 @@ func newMetrics(st *store) *metrics {
 	)
 	return m
 }
+
+// watchBodyBudget reports the bytes of request bodies held in memory (see
+// bodyBudget): an operator sees how close the service runs to its budget,
+// past which creates and changes answer 503.
+func (m *metrics) watchBodyBudget(b *bodyBudget) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "petstore_request_body_bytes",
+		Help: "Bytes of request bodies held in memory now, by all requests together (bounded by -max-body-memory).",
+	}, func() float64 { return float64(b.used.Load()) }))
+}
+
+// watchConns reports the open connections and those closed to make room for
+// new ones (see connLimiter): a count of shed connections that keeps rising
+// says the cap is held by idle clients, or too low.
+func (m *metrics) watchConns(cl *connLimiter) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "petstore_connections_open",
+			Help: "HTTP connections open now (bounded by -max-conns).",
+		}, func() float64 { return float64(cl.openConns()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "petstore_connections_shed_total",
+			Help: "Connections without a request in progress closed to make room for a new one, the cap of open connections being reached.",
+		}, func() float64 { return float64(cl.shed.Load()) }),
+	)
+}
+
+// authFailed counts a request without a valid key by its answer.
+func (m *metrics) authFailed(answer string) { m.authFails.WithLabelValues(answer).Inc() }
 
 // orderPlaced counts an order placed.
 func (m *metrics) orderPlaced() { m.orders.WithLabelValues("new", orderPlaced).Inc() }
@@ -83,8 +119,9 @@ func (m *metrics) handler() http.Handler {
 	})
 }
 
-// petsCollector reports the number of pets by status, counted at scrape
-// time so that start-up does no O(n) work on a large table.
+// petsCollector reports the number of pets by status. The writes keep the
+// counts (migration 0005), so a scrape reads a few dozen rows, not the
+// catalogue, and start-up counts nothing.
 type petsCollector struct {
 	st   *store
 	desc *prometheus.Desc
@@ -103,4 +140,24 @@ func (c petsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range []string{"available", "pending", "sold"} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), s)
 	}
+}
+
+// idempotencyCollector reports the number of idempotency records, kept by the
+// writes as the pets' counts are (migration 0006).
+type idempotencyCollector struct {
+	st   *store
+	desc *prometheus.Desc
+}
+
+func (c idempotencyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c idempotencyCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	n, err := c.st.countIdempotencyRecords(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
 }

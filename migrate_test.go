@@ -109,25 +109,82 @@ func TestMigrationsUpgradeAReleaseDatabaseInPlace(t *testing.T) {
 			t.Errorf("pets after the upgrade mismatch (-want +got):\n%s", diff)
 		}
 	})
-	t.Run("idempotency records replay their first answer", func(t *testing.T) {
-		for _, tt := range []struct {
-			key, body, want string
-		}{
-			{"release-key-1", `{"name":"Kit","categoryId":4}`, `{"id":5,"name":"Kit","categoryId":4,"status":"available"}` + "\n"},
-			{`"quoted \"2\""`, `{"name":"Max","categoryId":5,"status":"sold"}`, `{"id":6,"name":"Max","categoryId":5,"status":"sold"}` + "\n"},
-		} {
-			res := ts.do(t, "POST", "/v1/pets", tt.body, map[string]string{"Authorization": "Bearer " + releaseKey, idempotencyHeader: tt.key})
-			got := createAnswer{Status: res.Status, Location: res.Header.Get("Location"), Body: string(res.Body)}
-			want := createAnswer{Status: http.StatusCreated, Location: "/v1/pets/" + tt.want[6:7], Body: tt.want}
-			if diff := cmp.Diff(want, got); diff != "" || res.Header.Get(idempotencyReplayedHdr) != "true" {
-				t.Errorf("replay of %s mismatch (-want +got):\n%s(replayed: %q)", tt.key, diff, res.Header.Get(idempotencyReplayedHdr))
-			}
+	t.Run("the counts start from the rows already there", func(t *testing.T) {
+		body := ts.do(t, "GET", "/metrics", "", auth).Body
+		got := map[string]float64{"records": metricValue(t, body, "petstore_idempotency_records", map[string]string{})}
+		for _, s := range petStatuses {
+			got[s] = metricValue(t, body, "petstore_pets", map[string]string{"status": s})
+		}
+		// Migration 4 dropped the release's two records.
+		want := map[string]float64{"available": 3, "pending": 1, "sold": 2, "records": 0}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("counts after the upgrade mismatch (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("ids continue after the old ones", func(t *testing.T) {
 		res := ts.do(t, "POST", "/v1/pets", `{"name":"New","categoryId":1}`, auth)
 		if diff := cmp.Diff(Pet{7, "New", 1, "available"}, decode[Pet](t, res)); diff != "" {
 			t.Errorf("first pet after the upgrade mismatch (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("idempotency records from before keyed identities are dropped, never replayed", func(t *testing.T) {
+		// The release scoped them by the plain digest of the API key, which
+		// migration 4 cannot turn into the key's HMAC: they are deleted,
+		// and a retry is processed as a new request.
+		var n int
+		if err := ts.Store.reader.QueryRowContext(t.Context(), "SELECT count(*) FROM idempotency_keys").Scan(&n); err != nil || n != 0 {
+			t.Errorf("idempotency records after the upgrade: %d (%v), want 0", n, err)
+		}
+		for i, tt := range []struct{ key, body, want string }{
+			{"release-key-1", `{"name":"Kit","categoryId":4}`, `{"id":8,"name":"Kit","categoryId":4,"status":"available"}` + "\n"},
+			{`"quoted \"2\""`, `{"name":"Max","categoryId":5,"status":"sold"}`, `{"id":9,"name":"Max","categoryId":5,"status":"sold"}` + "\n"},
+		} {
+			res := ts.do(t, "POST", "/v1/pets", tt.body, map[string]string{"Authorization": "Bearer " + releaseKey, idempotencyHeader: tt.key})
+			got := createAnswer{Status: res.Status, Location: res.Header.Get("Location"), Body: string(res.Body)}
+			want := createAnswer{Status: http.StatusCreated, Location: fmt.Sprintf("/v1/pets/%d", 8+i), Body: tt.want}
+			if diff := cmp.Diff(want, got); diff != "" || res.Header.Get(idempotencyReplayedHdr) != "" {
+				t.Errorf("retry of %s after the upgrade mismatch (-want +got):\n%s(replayed: %q)", tt.key, diff, res.Header.Get(idempotencyReplayedHdr))
+			}
+		}
+	})
+	t.Run("up to migration 3, the release's idempotency records are kept", func(t *testing.T) {
+		path := copyFile(t, releaseDB)
+		ms, err := loadMigrations(migrationFiles, "migrations/sqlite")
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, _, err := applyMigrations(t.Context(), db, sqliteDialect, ms[:3]); err != nil {
+			t.Fatal(err)
+		}
+		type record struct {
+			Key, Operation string
+			Resource       int64
+			Body           string
+		}
+		var got []record
+		rows, err := db.QueryContext(t.Context(), "SELECT idempotency_key, operation, resource_id, body FROM idempotency_keys ORDER BY resource_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r record
+			if err := rows.Scan(&r.Key, &r.Operation, &r.Resource, &r.Body); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r)
+		}
+		want := []record{
+			{"release-key-1", "createPet", 5, `{"id":5,"name":"Kit","categoryId":4,"status":"available"}` + "\n"},
+			{`quoted "2"`, "createPet", 6, `{"id":6,"name":"Max","categoryId":5,"status":"sold"}` + "\n"},
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("records at version 3 mismatch (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("a pet from the release can be ordered and sold", func(t *testing.T) {

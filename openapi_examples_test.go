@@ -493,7 +493,10 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 		path   string
 		body   string
 		header map[string]string
+		twice  bool // a second Authorization line, the same key again
 	}{
+		{site: getPet(400), ts: placed, method: "GET", path: "/v1/pets/1", twice: true},
+		{site: component("AuthorizationRepeated"), ts: placed, method: "GET", path: "/v1/pets", twice: true},
 		{site: getPet(401), ts: placed, method: "GET", path: "/v1/pets/1", header: noKey},
 		{site: getPet(404), ts: placed, method: "GET", path: "/v1/pets/9"},
 		{site: getPet(410), ts: sunset, method: "GET", path: "/v1/pets/1"},
@@ -552,6 +555,15 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 				ts = holdInFlightCreate(t, tt.path, tt.header[idempotencyHeader], tt.body)
 			}
 			res := ts.do(t, tt.method, tt.path, tt.body, tt.header)
+			if tt.twice {
+				req := newRequest(t, ts.URL, tt.method, tt.path, tt.body, tt.header)
+				req.Header.Add("Authorization", "Bearer "+testKey)
+				got, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res = readResponse(t, got)
+			}
 			if diff := cmp.Diff(want, decodeJSON(t, res.Body)); diff != "" {
 				t.Errorf("%s %s: status %d, answer mismatch (-example +service):\n%s", tt.method, tt.path, res.Status, diff)
 			}

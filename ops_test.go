@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -84,15 +87,111 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 			t.Errorf("the failed reload does not say which line is wrong: %v", r)
 		}
 	}
+
+	// Neither does a file that holds no key (an editor caught half-way), nor
+	// one that its group or other users can write. Each is an error record.
+	for _, tt := range []struct {
+		rule    string
+		change  func()
+		mention string
+	}{
+		{"a truncated file", func() { writeFile(t, keyFile, "") }, "holds no key"},
+		{"a file of comments only", func() { writeFile(t, keyFile, "# new-key web\n") }, "holds no key"},
+		{"a file others can write", func() {
+			writeFile(t, keyFile, "other-key web\n")
+			os.Chmod(keyFile, 0o646)
+		}, "(mode 0646)"},
+	} {
+		failures := len(stderr.find(t, "ERROR", notReloaded))
+		tt.change()
+		cmd.Process.Signal(syscall.SIGHUP)
+		eventually(t, tt.rule+" is refused", func() bool { return len(stderr.find(t, "ERROR", notReloaded)) > failures })
+		if err := stderr.find(t, "ERROR", notReloaded)[failures].field("err"); !strings.Contains(err, tt.mention) {
+			t.Errorf("%s: the error %q does not mention %q", tt.rule, err, tt.mention)
+		}
+		if got := status("new-key"); got != http.StatusOK {
+			t.Errorf("after %s the current key got status %d, want 200", tt.rule, got)
+		}
+		if got := status("other-key"); got != http.StatusUnauthorized {
+			t.Errorf("after %s a key of the refused file got status %d, want 401", tt.rule, got)
+		}
+	}
 	close(stop)
 	wg.Wait()
 	if refused.Load() != 0 {
 		t.Errorf("%d of %d requests with a key kept across reloads were refused", refused.Load(), sent.Load())
 	}
-	for _, key := range []string{"old-key", "new-key", "steady-key"} {
+	for _, key := range []string{"old-key", "new-key", "steady-key", "other-key"} {
 		if strings.Contains(stderr.String(), key) {
 			t.Errorf("the log contains the key %q", key)
 		}
+	}
+}
+
+func TestSIGHUPWhileStartingDoesNotEndTheProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_API_KEYS="+testKey, "PETSTORE_LOG_FORMAT=json",
+		"PETSTORE_DB="+filepath.Join(dir, "pets.db"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	firstLine := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		firstLine <- line
+		io.Copy(io.Discard, r)
+	}()
+
+	// The process is past the first line of main once it touches the
+	// database's directory (the settings are checked by creating a file
+	// there), and it is still starting: from then until it listens, it is
+	// sent SIGHUP after SIGHUP. Each one must be a reload, never the signal's
+	// default action, which ends the process.
+	deadline := time.Now().Add(10 * time.Second)
+	for entries, _ := os.ReadDir(dir); len(entries) == 0; entries, _ = os.ReadDir(dir) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the process did not touch %s within 10 s", dir)
+		}
+	}
+	sent := 0
+	var line string
+	for started := false; !started; {
+		select {
+		case line = <-firstLine:
+			started = true
+		default:
+			if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatalf("SIGHUP %d: %v", sent+1, err)
+			}
+			sent++
+		}
+	}
+	m := urlLine.FindStringSubmatch(strings.TrimSpace(line))
+	if m == nil {
+		t.Fatalf("after %d SIGHUPs while starting, stdout gave %q (the process ended: %v)", sent, line, cmd.Wait())
+	}
+	t.Logf("%d SIGHUPs sent while the process started", sent)
+	cmd.Process.Signal(syscall.SIGHUP)
+	if res := doRequest(t, m[1], "GET", "/v1/pets", "", nil); res.Status != http.StatusOK {
+		t.Errorf("after the SIGHUPs: status %d, want 200", res.Status)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGHUPs and SIGTERM the process exited with %v, want exit code 0", err)
 	}
 }
 
@@ -138,9 +237,10 @@ func TestRequestIDs(t *testing.T) {
 func TestJSONLogs(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "keys")
 	writeFile(t, keyFile, "labelled-key shop-frontend\n")
+	dbPath := filepath.Join(t.TempDir(), "pets.db")
 	rs := startRun(t, map[string]string{
 		"PETSTORE_ADDR":          "127.0.0.1:0",
-		"PETSTORE_DB":            filepath.Join(t.TempDir(), "pets.db"),
+		"PETSTORE_DB":            dbPath,
 		"PETSTORE_API_KEYS":      testKey,
 		"PETSTORE_API_KEYS_FILE": keyFile,
 	}, "-log-format", "json")
@@ -180,10 +280,14 @@ func TestJSONLogs(t *testing.T) {
 		return map[string]any{"level": "INFO", "msg": "request", "method": method, "path": path,
 			"status": float64(status), "request_id": id, "caller": caller}
 	}
+	// A request without a valid key also says where it came from, and how
+	// many such lines were left out before it (see authFailureLogRate).
+	failed := access("GET", "/v1/pets", 401, "trace-3", "")
+	failed["client"], failed["unlogged_auth_failures"] = "127.0.0.1", float64(0)
 	want := []map[string]any{
 		access("POST", "/v1/pets", 201, "trace-1", "shop-frontend"),
-		access("GET", "/v1/pets", 200, "trace-2", "key-"+hexDigest(testKey)[:8]),
-		access("GET", "/v1/pets", 401, "trace-3", ""),
+		access("GET", "/v1/pets", 200, "trace-2", callerLabel(secretOf(t, dbPath), testKey)),
+		failed,
 	}
 	if diff := cmp.Diff(want, requests); diff != "" {
 		t.Errorf("access log mismatch; health checks must not appear at info level (-want +got):\n%s", diff)
@@ -212,11 +316,15 @@ func TestJSONLogs(t *testing.T) {
 	}
 }
 
-// hexDigest is the hex SHA-256 digest of key.
-func hexDigest(key string) string {
-	var out strings.Builder
-	hashKey(strings.NewReader(key), &out)
-	return strings.TrimSpace(strings.TrimPrefix(out.String(), "sha256:"))
+// secretOf reads the secret the service made next to the database at
+// dbPath (see loadSecret).
+func secretOf(t *testing.T, dbPath string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(defaultSecretFile(dbPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(strings.TrimSpace(string(b)))
 }
 
 func TestMetricsAfterKnownTraffic(t *testing.T) {
@@ -263,8 +371,8 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		}
 		return 0
 	}
-	key1 := "key-" + hexDigest(testKey)[:8]
-	key2 := "key-" + hexDigest(otherTestKey)[:8]
+	key1 := callerLabel(testSecret, testKey)
+	key2 := callerLabel(testSecret, otherTestKey)
 	got := map[string]float64{
 		"requests POST /v1/pets 201":    value("petstore_http_requests_total", map[string]string{"route": "POST /v1/pets", "code": "201"}),
 		"requests POST /v1/pets 400":    value("petstore_http_requests_total", map[string]string{"route": "POST /v1/pets", "code": "400"}),
@@ -277,6 +385,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		"pets available":                value("petstore_pets", map[string]string{"status": "available"}),
 		"pets pending":                  value("petstore_pets", map[string]string{"status": "pending"}),
 		"pets sold":                     value("petstore_pets", map[string]string{"status": "sold"}),
+		"idempotency records":           value("petstore_idempotency_records", map[string]string{}),
 		"getPet calls by first key":     value("petstore_deprecated_calls_total", map[string]string{"operation": "getPet", "caller": key1}),
 		"getPet calls by second key":    value("petstore_deprecated_calls_total", map[string]string{"operation": "getPet", "caller": key2}),
 		"database errors":               value("petstore_db_errors_total", map[string]string{}),
@@ -293,6 +402,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		"pets available":                1,
 		"pets pending":                  0,
 		"pets sold":                     2,
+		"idempotency records":           0,
 		"getPet calls by first key":     2,
 		"getPet calls by second key":    1,
 		"database errors":               0,
@@ -315,13 +425,16 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Three failed lists, and perhaps the scrape's own failed count of
-		// pets, which runs concurrently with reading this counter.
-		if got := seriesValue(families["petstore_db_errors_total"].GetMetric()[0]); got != 3 && got != 4 {
-			t.Errorf("petstore_db_errors_total = %v after 3 failed queries, want 3 (or 4)", got)
+		// Three failed lists, and perhaps the scrape's own failed counts of
+		// pets and idempotency records, which run concurrently with
+		// reading this counter.
+		if got := seriesValue(families["petstore_db_errors_total"].GetMetric()[0]); got < 3 || got > 5 {
+			t.Errorf("petstore_db_errors_total = %v after 3 failed queries, want 3 (to 5)", got)
 		}
-		if _, ok := families["petstore_pets"]; ok {
-			t.Errorf("petstore_pets is reported although the database is closed")
+		for _, name := range []string{"petstore_pets", "petstore_idempotency_records"} {
+			if _, ok := families[name]; ok {
+				t.Errorf("%s is reported although the database is closed", name)
+			}
 		}
 	})
 }
@@ -337,6 +450,109 @@ func seriesValue(m *dto.Metric) float64 {
 		return float64(m.GetHistogram().GetSampleCount())
 	}
 	return -1
+}
+
+// TestCountsFollowEveryWrite drives random writes through the API (creates
+// with and without an Idempotency-Key, replays, patches, deletes, orders
+// placed and settled, records expiring, pruned and their keys used again)
+// and after each one compares the counts /metrics reports, which the writes
+// keep (migrations 0005 and 0006), with the rows counted in the database.
+func TestCountsFollowEveryWrite(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, time.November, 22, 12, 0, 0, 0, time.UTC)}
+	ts := newTestServer(t, withClock(clock.now))
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	type counts struct {
+		Pets    map[string]float64
+		Records float64
+	}
+	fromMetrics := func() counts {
+		body := ts.do(t, "GET", "/metrics", "", nil).Body
+		c := counts{Pets: map[string]float64{}, Records: metricValue(t, body, "petstore_idempotency_records", map[string]string{})}
+		for _, s := range petStatuses {
+			c.Pets[s] = metricValue(t, body, "petstore_pets", map[string]string{"status": s})
+		}
+		return c
+	}
+	fromRows := func() counts {
+		c := counts{Pets: map[string]float64{"available": 0, "pending": 0, "sold": 0}}
+		rows, err := ts.Store.reader.QueryContext(t.Context(), "SELECT status, count(*) FROM pets GROUP BY status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s string
+			var n float64
+			if err := rows.Scan(&s, &n); err != nil {
+				t.Fatal(err)
+			}
+			c.Pets[s] = n
+		}
+		if err := ts.Store.reader.QueryRowContext(t.Context(), "SELECT count(*) FROM idempotency_keys").Scan(&c.Records); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var petIDs, orderIDs []int64
+	keys := []string{}
+	pick := func(ids []int64) int64 { return ids[rng.IntN(len(ids))] }
+	for step := range 300 {
+		var what string
+		switch op := rng.IntN(9); {
+		case op == 0 || len(petIDs) == 0:
+			p := ts.createPet(t, fmt.Sprint("pet-", step), 1, petStatuses[rng.IntN(3)])
+			petIDs = append(petIDs, p.ID)
+			what = "create"
+		case op == 1:
+			// A new key, or one used before: a replay (or a 422), or,
+			// once it has expired, its record replaced.
+			key := fmt.Sprint("key-", step)
+			if len(keys) > 0 && rng.IntN(2) == 0 {
+				key = keys[rng.IntN(len(keys))]
+			}
+			keys = append(keys, key)
+			res := ts.do(t, "POST", "/v1/pets", `{"name":"keyed","categoryId":1}`, map[string]string{idempotencyHeader: key})
+			if res.Status == http.StatusCreated && res.Header.Get(idempotencyReplayedHdr) == "" {
+				petIDs = append(petIDs, decode[Pet](t, res).ID)
+			}
+			what = fmt.Sprintf("create with key %s: %d", key, res.Status)
+		case op == 2:
+			id := pick(petIDs)
+			res := ts.do(t, "PATCH", fmt.Sprintf("/v1/pets/%d", id), fmt.Sprintf(`{"status":%q}`, petStatuses[rng.IntN(3)]), nil)
+			what = fmt.Sprintf("patch %d: %d", id, res.Status)
+		case op == 3:
+			id := pick(petIDs)
+			res := ts.do(t, "DELETE", fmt.Sprintf("/v1/pets/%d", id), "", nil)
+			what = fmt.Sprintf("delete %d: %d", id, res.Status)
+		case op == 4:
+			id := pick(petIDs)
+			res := ts.do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, id), map[string]string{idempotencyHeader: fmt.Sprint("order-", step)})
+			if res.Status == http.StatusCreated {
+				orderIDs = append(orderIDs, decode[orderJSON](t, res).ID)
+			}
+			what = fmt.Sprintf("order %d: %d", id, res.Status)
+		case op == 5 && len(orderIDs) > 0:
+			id := pick(orderIDs)
+			res := ts.setOrder(t, id, orderStatuses[1+rng.IntN(2)])
+			what = fmt.Sprintf("settle order %d: %d", id, res.Status)
+		case op == 6:
+			clock.set(clock.now().Add(time.Duration(rng.IntN(12)) * time.Hour))
+			n, err := ts.Store.pruneIdempotencyKeys(t.Context(), clock.now().Add(-defaultIdempotencyTTL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			what = fmt.Sprintf("prune: %d", n)
+		default:
+			clock.set(clock.now().Add(time.Hour))
+			what = "an hour passes"
+		}
+		if diff := cmp.Diff(fromRows(), fromMetrics()); diff != "" {
+			t.Fatalf("step %d (%s): counts mismatch (-rows +metrics):\n%s", step, what, diff)
+		}
+	}
+	t.Logf("%d pets, %d orders, counts %v", len(petIDs), len(orderIDs), fromRows())
 }
 
 func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
@@ -418,6 +634,108 @@ func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
 			t.Errorf("backup without OUT.db did not fail with a configError")
 		}
 	})
+}
+
+func TestBackupWritesExactlyTheNamedFile(t *testing.T) {
+	dir := t.TempDir()
+	// Relative names, as typed in a shell: run from the directory.
+	t.Chdir(dir)
+	ts := newTestServer(t, atPath("file:pets.db"))
+	rex := ts.createPet(t, "Rex", 1, "")
+	if _, err := os.Stat(filepath.Join(dir, "pets.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("-db file:pets.db opened pets.db (stat: %v), not the file named file:pets.db", err)
+	}
+	backup := func(out string) error {
+		return runConfig(t, nil, "backup", "-db", "file:pets.db", out)
+	}
+	pets := func(t *testing.T, path string) []Pet {
+		t.Helper()
+		st, err := openStore(t.Context(), path, 0)
+		if err != nil {
+			t.Fatalf("open the copy %s: %v", path, err)
+		}
+		defer st.Close()
+		return storedPets(t, st)
+	}
+
+	t.Run("a name that SQLite would read as a URI", func(t *testing.T) {
+		if err := backup("file:copy.db"); err != nil {
+			t.Fatalf("backup: %v", err)
+		}
+		if diff := cmp.Diff([]Pet{rex}, pets(t, filepath.Join(dir, "file:copy.db"))); diff != "" {
+			t.Errorf("the copy mismatch (-want +got):\n%s", diff)
+		}
+		for _, other := range []string{"copy.db"} {
+			if _, err := os.Stat(filepath.Join(dir, other)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the backup also wrote %s (stat: %v)", other, err)
+			}
+		}
+	})
+	t.Run("the copy is readable by its owner only", func(t *testing.T) {
+		if err := backup("owner-only.db"); err != nil {
+			t.Fatalf("backup: %v", err)
+		}
+		if fi, err := os.Stat("owner-only.db"); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("the copy's mode is %v (%v), want 0600", fi.Mode().Perm(), err)
+		}
+	})
+	t.Run("nothing is written through a symbolic link", func(t *testing.T) {
+		for _, tt := range []struct {
+			rule, link, target, out string
+			refused                 bool // else the copy is made, as out itself
+		}{
+			{"a dangling link", "dangling.db", filepath.Join(dir, "elsewhere.db"), "dangling.db", true},
+			{"a link to a file", "linked.db", filepath.Join(dir, "precious"), "linked.db", true},
+			{"a URI's name whose file is a dangling link", "uri-link.db", filepath.Join(dir, "elsewhere-too.db"), "file:uri-link.db", false},
+		} {
+			if strings.Contains(tt.target, "precious") {
+				writeFile(t, tt.target, "precious")
+			}
+			if err := os.Symlink(tt.target, tt.link); err != nil {
+				t.Fatal(err)
+			}
+			err := backup(tt.out)
+			if ce, ok := errors.AsType[*configError](err); tt.refused && (!ok || !strings.Contains(ce.problem, "refusing to overwrite")) {
+				t.Errorf("%s: backup = %v, want a configError refusing", tt.rule, err)
+			}
+			if !tt.refused {
+				if err != nil {
+					t.Errorf("%s: backup: %v", tt.rule, err)
+				} else if fi, err := os.Lstat(tt.out); err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("%s: %s is not the copy, a regular file (%v, %v)", tt.rule, tt.out, fi, err)
+				}
+			}
+			b, err := os.ReadFile(tt.target)
+			switch {
+			case strings.Contains(tt.target, "precious") && string(b) != "precious":
+				t.Errorf("%s: the link's target now holds %q", tt.rule, b)
+			case !strings.Contains(tt.target, "precious") && !errors.Is(err, os.ErrNotExist):
+				t.Errorf("%s: the backup wrote through the link to its target (%v)", tt.rule, err)
+			}
+		}
+	})
+	t.Run("no working file is left behind", func(t *testing.T) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".petstore-backup-") {
+				t.Errorf("left behind: %s", e.Name())
+			}
+		}
+	})
+}
+
+func TestDatabaseFilesAreTheOwnersOnly(t *testing.T) {
+	ts := newTestServer(t, onSQLite()) // the files of a SQLite database
+	ts.createPet(t, "Rex", 1, "") // the WAL and its index exist once written
+	for _, f := range []string{ts.DBPath, ts.DBPath + "-wal", ts.DBPath + "-shm"} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %04o, want 0600", filepath.Base(f), fi.Mode().Perm())
+		}
+	}
 }
 
 func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {

@@ -51,7 +51,7 @@ var listPetsSpec = listSpec{operation: "listPets", item: "pet", path: "/v1/pets"
 // handleListPets serves listPets: GET /v1/pets?limit=&status=&id=&after=.
 // Pages are cached encoded (see cache.go), except those of the id filter.
 func handleListPets(log *slog.Logger, st *store) http.Handler {
-	return handleList(log, listPetsSpec, st.responseCache(petsResource, listCacheSlots),
+	return handleList(log, listPetsSpec, st.responseCache(petsResource, listCacheSlots, listCacheBytes),
 		func(ctx context.Context, q listQuery) (page[Pet], error) {
 			if q.ids != nil {
 				return st.listPetsByID(ctx, q.ids, q.status, q.page)
@@ -164,8 +164,10 @@ func petIDOf(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int64, b
 	return id, ok
 }
 
-// decodeName accepts a JSON string of 1 to 100 code points, not blank, with
-// no control characters.
+// decodeName accepts a JSON string of 1 to 100 code points that a person can
+// see and read on one line: no control characters, no line or paragraph
+// separators, no invisible format characters but the joiners, and at least
+// one letter, digit, punctuation mark or symbol (see nameFormatOK).
 func decodeName(raw json.RawMessage, dst *string) error {
 	var s string
 	if kind := jsonKind(raw); kind != "string" {
@@ -181,18 +183,64 @@ func decodeName(raw json.RawMessage, dst *string) error {
 	case n > maxNameRunes:
 		return errorf(codeInvalidField, "field name must be at most %d characters; it has %d", maxNameRunes, n)
 	}
+	visible := false
+	prev := rune(-1)
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		switch {
+		case unicode.IsControl(r):
 			return errorf(codeInvalidField, "field name must not contain control characters (found U+%04X)", r)
-		}
-		if r == utf8.RuneError {
+		case r == utf8.RuneError:
 			// encoding/json turns an unpaired surrogate escape (\ud800) into
 			// U+FFFD; storing it would record a name the client never sent.
 			return errorf(codeInvalidField, "field name must not contain U+FFFD or an unpaired surrogate escape")
+		case unicode.In(r, unicode.Zl, unicode.Zp):
+			return errorf(codeInvalidField, "field name must be one line: no line or paragraph separator (found U+%04X)", r)
+		case unicode.Is(unicode.Cf, r) && !nameFormatOK(prev, r):
+			return errorf(codeInvalidField, "field name must not contain the invisible format character U+%04X; only U+200C and U+200D (joiners), and the tags of a flag emoji, are allowed", r)
+		case prev >= tagFirst && prev < tagCancel && !(r >= tagFirst && r <= tagCancel):
+			return errorf(codeInvalidField, "field name has an emoji tag sequence that does not end with U+E007F")
 		}
+		visible = visible || unicode.In(r, unicode.L, unicode.N, unicode.P, unicode.S)
+		prev = r
+	}
+	switch {
+	case prev >= tagFirst && prev < tagCancel:
+		return errorf(codeInvalidField, "field name has an emoji tag sequence that does not end with U+E007F")
+	case !visible:
+		return errorf(codeInvalidField, "field name must hold at least one letter, digit, punctuation mark or symbol, not only spaces, marks or joiners")
 	}
 	*dst = s
 	return nil
+}
+
+// The tag characters of an emoji tag sequence (Unicode TS #51): a flag of a
+// subdivision is U+1F3F4, tags U+E0020 to U+E007E spelling its code, then
+// U+E007F.
+const (
+	tagBase   = '\U0001F3F4'
+	tagFirst  = '\U000E0020'
+	tagCancel = '\U000E007F'
+)
+
+// nameFormatOK reports whether the format character r (Unicode category Cf),
+// following prev, may be part of a name. Format characters are invisible and
+// change how the text around them is shown: U+202E turns "gpj.exe" into what
+// reads as "exe.jpg", and zero-width ones make names that look alike, or
+// empty, differ. Only what real text needs passes: the zero-width joiner
+// and non-joiner (emoji sequences such as 👩‍💻 and the scripts of Persian and
+// India need them), and the tags of a subdivision flag (🏴󠁧󠁢󠁳󠁣󠁴󠁿), which are
+// allowed only in that sequence, since tags elsewhere can smuggle hidden
+// text.
+func nameFormatOK(prev, r rune) bool {
+	switch {
+	case r == '\u200C' || r == '\u200D':
+		return true
+	case r >= tagFirst && r < tagCancel:
+		return prev == tagBase || (prev >= tagFirst && prev < tagCancel)
+	case r == tagCancel:
+		return prev >= tagFirst && prev < tagCancel
+	}
+	return false
 }
 
 // decodeCategoryID accepts a category id: a JSON integer from 1 to 2^63-1.
@@ -213,7 +261,7 @@ func decodeStatus(raw json.RawMessage, dst *string) error {
 // that a test can move past the sunset. Found pets are cached encoded (see
 // cache.go).
 func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handler {
-	found := handleItem(log, st.responseCache(petsResource, petCacheSlots), petIDOf, func(ctx context.Context, id int64) ([]byte, error) {
+	found := handleItem(log, st.responseCache(petsResource, petCacheSlots, petCacheBytes), petIDOf, func(ctx context.Context, id int64) ([]byte, error) {
 		pet, err := st.getPet(ctx, id)
 		if err != nil {
 			return nil, err

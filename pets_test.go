@@ -41,6 +41,16 @@ func TestCreatePet(t *testing.T) {
 			Pet{Name: "Café 🐶", CategoryID: 1, Status: "available"}},
 		{"whitespace around the object is fine", " \n{\"name\":\"Ws\",\"categoryId\":1}\n ",
 			Pet{Name: "Ws", CategoryID: 1, Status: "available"}},
+		{"an emoji sequence joined by U+200D", `{"name":"Ada \ud83d\udc69\u200d\ud83d\udcbb","categoryId":1}`,
+			Pet{Name: "Ada 👩\u200d💻", CategoryID: 1, Status: "available"}},
+		{"a Persian name with U+200C", `{"name":"\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645","categoryId":1}`,
+			Pet{Name: "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", CategoryID: 1, Status: "available"}},
+		{"the flag of Scotland, an emoji tag sequence", `{"name":"Nessie \ud83c\udff4\udb40\udc67\udb40\udc62\udb40\udc73\udb40\udc63\udb40\udc74\udb40\udc7f","categoryId":1}`,
+			Pet{Name: "Nessie \U0001F3F4\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F", CategoryID: 1, Status: "available"}},
+		{"an emoji with its variation selector", `{"name":"\u2764\ufe0f","categoryId":1}`,
+			Pet{Name: "❤️", CategoryID: 1, Status: "available"}},
+		{"a combining accent after its letter", `{"name":"Rene\u0301","categoryId":1}`,
+			Pet{Name: "Rene\u0301", CategoryID: 1, Status: "available"}},
 	}
 	seen := map[int64]bool{}
 	for _, tt := range tests {
@@ -95,6 +105,20 @@ func TestCreatePetRejectsInvalidBodies(t *testing.T) {
 		{"name with a newline", `{"name":"Re\nx","categoryId":1}`, codeInvalidField, []string{"name", "control"}},
 		{"name with a C1 control", `{"name":"Re\u0085x","categoryId":1}`, codeInvalidField, []string{"name", "control"}},
 		{"name with an unpaired surrogate escape", `{"name":"Re\ud800x","categoryId":1}`, codeInvalidField, []string{"name", "surrogate"}},
+		{"name with U+202E, which reverses the text after it", `{"name":"Rex\u202egpj.exe","categoryId":1}`, codeInvalidField, []string{"name", "U+202E", "joiners"}},
+		{"name with a bidirectional isolate", `{"name":"\u2066Rex\u2069","categoryId":1}`, codeInvalidField, []string{"name", "U+2066"}},
+		{"name with a zero-width space", `{"name":"Re\u200bx","categoryId":1}`, codeInvalidField, []string{"name", "U+200B"}},
+		{"name with a byte order mark", `{"name":"\ufeffRex","categoryId":1}`, codeInvalidField, []string{"name", "U+FEFF"}},
+		{"name with a soft hyphen", `{"name":"Re\u00adx","categoryId":1}`, codeInvalidField, []string{"name", "U+00AD"}},
+		{"name made only of joiners", `{"name":"\u200d\u200c\u200d","categoryId":1}`, codeInvalidField, []string{"name", "at least one letter"}},
+		{"name made only of a joiner and spaces", `{"name":" \u200d ","categoryId":1}`, codeInvalidField, []string{"name", "at least one letter"}},
+		{"name made only of a combining mark", `{"name":"\u0301","categoryId":1}`, codeInvalidField, []string{"name", "at least one letter"}},
+		{"name with a line separator", `{"name":"Re\u2028x","categoryId":1}`, codeInvalidField, []string{"name", "one line", "U+2028"}},
+		{"name with a paragraph separator", `{"name":"Re\u2029x","categoryId":1}`, codeInvalidField, []string{"name", "one line", "U+2029"}},
+		{"name with tag characters outside a flag, hidden text", `{"name":"Rex\udb40\udc68\udb40\udc69","categoryId":1}`, codeInvalidField, []string{"name", "U+E0068"}},
+		{"name with a flag's tags that do not end", `{"name":"\ud83c\udff4\udb40\udc67\udb40\udc62","categoryId":1}`, codeInvalidField, []string{"name", "U+E007F"}},
+		{"name with a flag's tags followed by a letter", `{"name":"\ud83c\udff4\udb40\udc67x","categoryId":1}`, codeInvalidField, []string{"name", "U+E007F"}},
+		{"name with a cancel tag alone", `{"name":"Rex\udb40\udc7f","categoryId":1}`, codeInvalidField, []string{"name", "U+E007F"}},
 		{"name as a number", `{"name":5,"categoryId":1}`, codeInvalidField, []string{"name", "string"}},
 		{"name null", `{"name":null,"categoryId":1}`, codeInvalidField, []string{"name", "string"}},
 		{"name as an array", `{"name":["Rex"],"categoryId":1}`, codeInvalidField, []string{"name", "string"}},
@@ -616,6 +640,40 @@ func TestAuthentication(t *testing.T) {
 	}
 	if log := ts.Log.String(); strings.Contains(log, testKey) || strings.Contains(log, otherTestKey) || strings.Contains(log, "not-a-key") {
 		t.Errorf("the log contains a key:\n%s", log)
+	}
+}
+
+func TestTwoAuthorizationHeadersAreRefused(t *testing.T) {
+	ts := newTestServer(t)
+	rex := ts.createPet(t, "Rex", 1, "")
+	for _, route := range []struct{ method, path, body string }{
+		{"GET", "/v1/pets", ""},
+		{"POST", "/v1/pets", `{"name":"Max","categoryId":1}`},
+		{"GET", fmt.Sprintf("/v1/pets/%d", rex.ID), ""},
+		{"DELETE", fmt.Sprintf("/v1/pets/%d", rex.ID), ""},
+		{"GET", "/metrics", ""},
+		{"GET", "/v1/no-such-thing", ""},
+	} {
+		for _, tt := range []struct{ rule, first, second string }{
+			{"the same valid key twice", testKey, testKey},
+			{"two valid keys", testKey, otherTestKey},
+			{"a valid key, then a wrong one", testKey, "not-a-key"},
+			{"a wrong key, then a valid one", "not-a-key", testKey},
+		} {
+			t.Run(route.method+" "+route.path+": "+tt.rule, func(t *testing.T) {
+				req := newRequest(t, ts.URL, route.method, route.path, route.body, nil)
+				req.Header.Set("Authorization", "Bearer "+tt.first)
+				req.Header.Add("Authorization", "Bearer "+tt.second)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantError(t, readResponse(t, res), http.StatusBadRequest, codeInvalidHeader, "Authorization", "2 times")
+			})
+		}
+	}
+	if diff := cmp.Diff([]Pet{rex}, ts.petNow(t, rex.ID)); diff != "" {
+		t.Errorf("refused requests changed the catalogue (-want +got):\n%s", diff)
 	}
 }
 

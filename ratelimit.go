@@ -29,7 +29,8 @@ func newRateLimiter(perSecond float64, burst int, now func() time.Time) *rateLim
 	return &rateLimiter{limit: rate.Limit(perSecond), burst: burst, now: now, buckets: map[[sha256.Size]byte]*rate.Limiter{}}
 }
 
-// bucket returns the token bucket of the API key with the given digest.
+// bucket returns the token bucket of the API key with the given identity
+// (see keyIdentity).
 func (rl *rateLimiter) bucket(key [sha256.Size]byte) *rate.Limiter {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"testing"
 	"time"
@@ -87,6 +88,16 @@ func TestRateLimitIsOffByDefault(t *testing.T) {
 }
 
 func TestParseConfigLimits(t *testing.T) {
+	// defaults fills in the limits a row does not set, as the defaults do.
+	defaults := func(l limits) limits {
+		if l.maxBodyMemory == 0 {
+			l.maxBodyMemory = defaultMaxBodyMemory
+		}
+		if l.authFailures == 0 {
+			l.authFailures = defaultAuthFailures
+		}
+		return l
+	}
 	tests := []struct {
 		rule string
 		env  map[string]string
@@ -99,6 +110,12 @@ func TestParseConfigLimits(t *testing.T) {
 		{"a flag wins over its variable", map[string]string{"PETSTORE_RATE_LIMIT": "5"}, []string{"-rate-limit", "7"}, limits{idempotencyTTL: 24 * time.Hour, rateLimit: 7, rateBurst: 7}},
 		{"the burst defaults to the rate rounded up", nil, []string{"-rate-limit", "2.5"}, limits{idempotencyTTL: 24 * time.Hour, rateLimit: 2.5, rateBurst: 3}},
 		{"a rate below 1 has a burst of 1", nil, []string{"-rate-limit", "0.1"}, limits{idempotencyTTL: 24 * time.Hour, rateLimit: 0.1, rateBurst: 1}},
+		{"the body budget, the failures an address may make and the trusted proxies",
+			map[string]string{"PETSTORE_MAX_BODY_MEMORY": "4194304", "PETSTORE_TRUSTED_PROXIES": " 10.0.0.0/8, 192.0.2.7 ,2001:db8::/32,::ffff:198.51.100.1"},
+			[]string{"-auth-failure-limit", "5"},
+			limits{idempotencyTTL: 24 * time.Hour, maxBodyMemory: 4 << 20, authFailures: 5, trustedProxies: trustedProxies{
+				netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("198.51.100.1/32"),
+			}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -110,7 +127,7 @@ func TestParseConfigLimits(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseConfig: %v", err)
 			}
-			if diff := cmp.Diff(tt.want, cfg.limits, cmp.AllowUnexported(limits{})); diff != "" {
+			if diff := cmp.Diff(defaults(tt.want), cfg.limits, cmp.AllowUnexported(limits{}), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 				t.Errorf("limits mismatch (-want +got):\n%s", diff)
 			}
 		})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -32,7 +35,9 @@ const mergePatchType = "application/merge-patch+json"
 
 // readJSONBody checks the media type and reads the whole body, refusing more
 // than maxBodyBytes. A request without Content-Type is read as JSON; one
-// with another type than application/json or one of also is refused.
+// with another type than application/json or one of also is refused. The
+// bytes it holds count against the request's share of the body budget (see
+// bodyBudget), until the request ends.
 func readJSONBody(w http.ResponseWriter, r *http.Request, also ...string) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -43,14 +48,138 @@ func readJSONBody(w http.ResponseWriter, r *http.Request, also ...string) ([]byt
 	if r.ContentLength > maxBodyBytes {
 		return nil, errorf(codePayloadTooLarge, "the request body is %d bytes; the limit is %d bytes (1 MiB)", r.ContentLength, maxBodyBytes)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, errorf(codePayloadTooLarge, "the request body is larger than the limit of %d bytes (1 MiB)", maxBodyBytes)
-		}
-		return nil, errorf(codeInvalidBody, "the request body could not be read completely")
+	// MaxBytesReader also tells net/http to close the connection after a
+	// body that was too long, rather than read the rest of it.
+	body, err := readBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), r.ContentLength, bodyLeaseFrom(r.Context()))
+	switch {
+	case err == nil:
+		return body, nil
+	case errors.Is(err, errBodyBudget):
+		w.Header().Set("Retry-After", "1")
+		return nil, errorf(codeUnavailable, "the service is reading as many request bodies as it has memory for; retry in a second")
+	case errors.As(err, new(*http.MaxBytesError)):
+		return nil, errorf(codePayloadTooLarge, "the request body is larger than the limit of %d bytes (1 MiB)", maxBodyBytes)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+		return nil, errClientGone
 	}
-	return body, nil
+	return nil, errorf(codeInvalidBody, "the request body could not be read completely")
+}
+
+// firstBodyRead is the buffer a body of unknown length starts with.
+const firstBodyRead = 16 << 10
+
+// readBody reads a body of length bytes (-1: unknown) from body as it
+// arrives, into a buffer that doubles when full, up to length or else to
+// maxBodyBytes+1 (the byte that tells a body too long), taking each new
+// buffer's size from lease before it is allocated. Memory is taken only for
+// bytes a client actually sends: announcing 1 MiB and sending nothing holds
+// 16 KiB at most. It returns errBodyBudget when the budget has no room.
+func readBody(body io.Reader, length int64, lease *bodyLease) ([]byte, error) {
+	limit := int64(maxBodyBytes + 1)
+	if length >= 0 {
+		limit = length
+	}
+	if limit == 0 {
+		return nil, nil
+	}
+	var buf []byte
+	for {
+		if len(buf) == cap(buf) {
+			size := min(limit, max(firstBodyRead, 2*int64(cap(buf))))
+			if !lease.take(size) {
+				return nil, errBodyBudget
+			}
+			grown := make([]byte, len(buf), size)
+			copy(grown, buf)
+			lease.give(int64(cap(buf)))
+			buf = grown
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF || (err == nil && length >= 0 && int64(len(buf)) == length):
+			// net/http ends a body at its Content-Length: every byte
+			// announced is in.
+			return buf, nil
+		case err != nil:
+			return nil, err
+		}
+	}
+}
+
+// errBodyBudget is what readBody returns when the bodies being read already
+// hold the whole budget.
+var errBodyBudget = errors.New("the body budget is spent")
+
+// bodyBudget bounds the bytes of request bodies the service holds in memory
+// at once, over all requests: without it, 500 connections each sending most
+// of a 1 MiB body took 1 GB. A request that would take it past its bound is
+// answered 503 with Retry-After. Only requests that passed the key check read
+// a body, so only a caller with a key can spend the budget.
+type bodyBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// newBodyBudget returns a budget of max bytes; 0 means no bound.
+func newBodyBudget(max int64) *bodyBudget { return &bodyBudget{max: max} }
+
+// bodyLease is one request's share of the budget: what it took, given back
+// whole when the request ends.
+type bodyLease struct {
+	budget *bodyBudget
+	held   int64
+}
+
+// take reserves n more bytes, or reports that the budget has no room.
+func (l *bodyLease) take(n int64) bool {
+	if l == nil || l.budget.max == 0 {
+		return true
+	}
+	b := l.budget
+	for {
+		used := b.used.Load()
+		if used+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(used, used+n) {
+			l.held += n
+			return true
+		}
+	}
+}
+
+// give returns n of the bytes taken.
+func (l *bodyLease) give(n int64) {
+	if l == nil || l.budget.max == 0 {
+		return
+	}
+	l.held -= n
+	l.budget.used.Add(-n)
+}
+
+// bodyLeaseKey is the context key of a request's *bodyLease.
+type bodyLeaseKey struct{}
+
+// bodyLeaseFrom returns the request's lease, nil (no bound) outside
+// budgetBodies.
+func bodyLeaseFrom(ctx context.Context) *bodyLease {
+	l, _ := ctx.Value(bodyLeaseKey{}).(*bodyLease)
+	return l
+}
+
+// budgetBodies gives every request that carries a body a lease on b, and
+// gives back what it took once the request has been answered.
+func budgetBodies(b *bodyBudget, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || b.max == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		lease := &bodyLease{budget: b}
+		defer func() { lease.give(lease.held) }()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyLeaseKey{}, lease)))
+	})
 }
 
 // object describes a JSON object a request body holds, for decodeObject.
@@ -235,13 +364,20 @@ func jsonKind(raw json.RawMessage) string {
 	}
 }
 
-// abbreviate shortens what a client sent to a length fit for an error message.
+// abbreviate shortens what a client sent to a length fit for an error message
+// or a log line: at most 32 bytes, cut between characters, then "...". Every
+// echo of client input goes through it, so an answer never grows with what
+// the client sent.
 func abbreviate(s string) string {
 	const max = 32
 	if len(s) <= max {
 		return s
 	}
-	return s[:max] + "..."
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // parseDecimal parses a non-negative int64 written in plain decimal digits:
@@ -305,7 +441,7 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 	}
 	for name, vs := range values {
 		if len(vs) > 1 {
-			return q, errorf(codeInvalidParameter, "parameter %s is given %d times; give it at most once", abbreviate(name), len(vs))
+			return q, errorf(codeInvalidParameter, "parameter %q is given %d times; give it at most once", abbreviate(name), len(vs))
 		}
 		v := vs[0]
 		switch name {

@@ -5,18 +5,31 @@
 -- this file. Why each table, column and index is there is said in the
 -- migration that made it.
 
+CREATE TRIGGER idempotency_keys_counted_on_delete AFTER DELETE ON idempotency_keys BEGIN
+    UPDATE idempotency_record_counts SET n = n - 1 WHERE shard = (SELECT abs(random() % 16));
+END;
+
+CREATE TRIGGER idempotency_keys_counted_on_insert AFTER INSERT ON idempotency_keys BEGIN
+    UPDATE idempotency_record_counts SET n = n + 1 WHERE shard = (SELECT abs(random() % 16));
+END;
+
 CREATE TABLE "idempotency_keys" (
-    api_key_sha256  BLOB    NOT NULL CHECK (length(api_key_sha256) = 32),
+    api_key_hmac  BLOB    NOT NULL CHECK (length(api_key_hmac) = 32),
     idempotency_key TEXT    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
     operation       TEXT    NOT NULL CHECK (length(operation) BETWEEN 1 AND 64),
     fingerprint     BLOB    NOT NULL CHECK (length(fingerprint) = 32),
     resource_id     INTEGER NOT NULL CHECK (resource_id >= 1),
     body            BLOB    NOT NULL,
     created_at      INTEGER NOT NULL,
-    PRIMARY KEY (api_key_sha256, idempotency_key)
+    PRIMARY KEY (api_key_hmac, idempotency_key)
 ) STRICT, WITHOUT ROWID;
 
 CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
+
+CREATE TABLE idempotency_record_counts (
+    shard INTEGER NOT NULL PRIMARY KEY CHECK (shard BETWEEN 0 AND 15),
+    n     INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
 
 CREATE TABLE orders (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -35,6 +48,28 @@ CREATE UNIQUE INDEX orders_one_placed_per_pet ON orders (pet_id) WHERE status = 
 CREATE INDEX orders_pet ON orders (pet_id);
 
 CREATE INDEX orders_status_listing ON orders (status, id, pet_id, placed_at, updated_at);
+
+CREATE TABLE pet_counts (
+    status TEXT    NOT NULL CHECK (status IN ('available', 'pending', 'sold')),
+    shard  INTEGER NOT NULL CHECK (shard BETWEEN 0 AND 15),
+    n      INTEGER NOT NULL,
+    PRIMARY KEY (status, shard)
+) STRICT, WITHOUT ROWID;
+
+CREATE TRIGGER pets_counted_on_delete AFTER DELETE ON pets BEGIN
+    UPDATE pet_counts SET n = n - 1
+     WHERE status = OLD.status AND shard = (SELECT abs(random() % 16));
+END;
+
+CREATE TRIGGER pets_counted_on_insert AFTER INSERT ON pets BEGIN
+    UPDATE pet_counts SET n = n + 1
+     WHERE status = NEW.status AND shard = (SELECT abs(random() % 16));
+END;
+
+CREATE TRIGGER pets_counted_on_status_change AFTER UPDATE OF status ON pets WHEN OLD.status <> NEW.status BEGIN
+    UPDATE pet_counts SET n = n + CASE WHEN status = NEW.status THEN 1 ELSE -1 END
+     WHERE status IN (OLD.status, NEW.status) AND shard = (SELECT abs(random() % 16));
+END;
 
 CREATE TABLE "pets" (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,

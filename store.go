@@ -6,7 +6,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -111,7 +113,20 @@ func openSQLite(ctx context.Context, path string) (*store, error) {
 	if err := checkDBPath(path); err != nil {
 		return nil, err
 	}
-	dsn := path + "?" + connParams
+	if path != memoryDB {
+		// SQLite creates a database with mode 0644, and its -wal and -shm
+		// files with the database's mode: the catalogue and the
+		// idempotency records would be readable by every local user. A
+		// file created here first, 0600, is what SQLite then opens.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		switch {
+		case err == nil:
+			f.Close()
+		case !errors.Is(err, os.ErrExist):
+			return nil, err
+		}
+	}
+	dsn := sqliteFileName(path) + "?" + connParams
 	if path == memoryDB {
 		// A plain ":memory:" database is private to one connection, so the
 		// pool's connections would each see an empty database of their own.
@@ -301,6 +316,16 @@ func (s *store) failedWrite(what string, err error) error {
 		}
 	}
 	return err
+}
+
+// sqliteFileName is path as SQLite must be given it to open that very file:
+// SQLite reads a name that starts with "file:" as a URI ("file:x.db" would
+// open x.db), so such a relative path gets "./" in front.
+func sqliteFileName(path string) string {
+	if strings.HasPrefix(path, "file:") {
+		return "./" + path
+	}
+	return path
 }
 
 // readContext is the context of a read query, and its cancel function. On

@@ -25,7 +25,7 @@ type idempotencyRecord struct {
 }
 
 // sqlLookupIdempotencyKey finds an unexpired record.
-const sqlLookupIdempotencyKey = "SELECT operation, fingerprint, resource_id, body FROM idempotency_keys WHERE api_key_sha256 = ? AND idempotency_key = ? AND created_at > ?"
+const sqlLookupIdempotencyKey = "SELECT operation, fingerprint, resource_id, body FROM idempotency_keys WHERE api_key_hmac = ? AND idempotency_key = ? AND created_at > ?"
 
 // lookupIdempotencyKey returns the record of scope from the read pool,
 // unless it was created at or before cutoff.
@@ -57,18 +57,24 @@ func (s *store) scanIdempotencyRecord(row *sql.Row) (rec idempotencyRecord, foun
 	return rec, true, nil
 }
 
+// sqlRecordIdempotencyKey stores a record. An expired row under the same key
+// is updated in place (lookups already treat it as absent): an upsert, not
+// INSERT OR REPLACE, whose delete SQLite does not pass to the triggers that
+// count the records (migration 0006). An unexpired row is left alone, and
+// the statement changes nothing.
+const sqlRecordIdempotencyKey = `INSERT INTO idempotency_keys (api_key_hmac, idempotency_key, operation, fingerprint, resource_id, body, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (api_key_hmac, idempotency_key) DO UPDATE SET operation = excluded.operation, fingerprint = excluded.fingerprint,
+    resource_id = excluded.resource_id, body = excluded.body, created_at = excluded.created_at
+WHERE idempotency_keys.created_at <= ?`
+
 // recordIdempotencyKey records rec under scope, in the transaction that made
 // its resource. An expired row under the same key is replaced: lookups
 // already treat it as absent. An unexpired one is a key that another replica
 // finished first: the insert fails with errDuplicateKey. No response cache
 // shows these rows, so the write changes nothing the caches hold.
 func (tx *txn) recordIdempotencyKey(scope idempotencyScope, rec idempotencyRecord, now, cutoff time.Time) error {
-	res, err := tx.tx.ExecContext(tx.ctx, tx.st.dialect.sql(`INSERT INTO idempotency_keys (api_key_sha256, idempotency_key, operation, fingerprint, resource_id, body, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (api_key_sha256, idempotency_key) DO UPDATE SET
-    operation = excluded.operation, fingerprint = excluded.fingerprint, resource_id = excluded.resource_id,
-    body = excluded.body, created_at = excluded.created_at
-WHERE idempotency_keys.created_at <= ?`),
+	res, err := tx.tx.ExecContext(tx.ctx, tx.st.dialect.sql(sqlRecordIdempotencyKey),
 		scope.apiKey[:], scope.key, rec.operation, rec.fingerprint[:], rec.resourceID, rec.body, now.UnixMilli(), cutoff.UnixMilli())
 	if err != nil {
 		return tx.st.failedWrite("record idempotency key", err)
@@ -83,6 +89,20 @@ WHERE idempotency_keys.created_at <= ?`),
 
 // pruneLock is the PostgreSQL advisory lock of pruning.
 const pruneLock = 7_370_616_470
+
+// sqlCountIdempotencyRecords sums the shards of the records' count
+// (migration 0006), cast as sqlCountPets is.
+const sqlCountIdempotencyRecords = "SELECT CAST(sum(n) AS BIGINT) FROM idempotency_record_counts"
+
+// countIdempotencyRecords is how many idempotency records are stored,
+// expired ones not yet pruned included, for the metrics.
+func (s *store) countIdempotencyRecords(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.reader.QueryRowContext(ctx, sqlCountIdempotencyRecords).Scan(&n); err != nil {
+		return 0, s.failed("count idempotency records", err)
+	}
+	return n, nil
+}
 
 // pruneIdempotencyKeys deletes the keys created at or before cutoff and
 // returns how many it deleted.

@@ -27,10 +27,10 @@ import (
 // for longer than a client would: a request that needs PostgreSQL while it is
 // down answers 503 within about 5 s.
 const (
-	pgConnectTimeout = 3 * time.Second // opening a connection
-	pgQueryTimeout   = 5 * time.Second // a read
-	pgBatchTimeout   = 5 * time.Second // a write batch, from BEGIN to COMMIT
-	defaultMaxConns  = 10              // per replica: the writer's 1 and 9 readers
+	pgConnectTimeout  = 3 * time.Second // opening a connection
+	pgQueryTimeout    = 5 * time.Second // a read
+	pgBatchTimeout    = 5 * time.Second // a write batch, from BEGIN to COMMIT
+	defaultDBMaxConns = 10              // per replica: the writer's 1 and 9 readers
 )
 
 // errUnavailable marks an operation that failed because the database cannot
@@ -73,7 +73,7 @@ func openPostgres(ctx context.Context, dbURL string, maxConns int) (*store, erro
 		cfg.ConnectTimeout = pgConnectTimeout
 	}
 	if maxConns == 0 {
-		maxConns = defaultMaxConns
+		maxConns = defaultDBMaxConns
 	}
 	writer := stdlib.OpenDB(*cfg)
 	writer.SetMaxOpenConns(1)

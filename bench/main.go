@@ -38,6 +38,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -76,7 +77,7 @@ const benchKey = "bench-key-0123456789abcdef"
 // readScenarios are run on every database size; writeScenarios only once per
 // size after them, since they grow the table.
 var (
-	readScenarios  = []string{"list-first", "list-deep", "get"}
+	readScenarios  = []string{"list-first", "list-deep", "get", "get-scraped"}
 	writeScenarios = []string{"create", "mix", "sell"}
 )
 
@@ -85,9 +86,11 @@ var targets = map[string]string{
 	"list-first": ">= 0.80",
 	"list-deep":  ">= 0.50",
 	"get":        ">= 0.60",
-	"create":     ">= 0.50",
-	"mix":        ">= 0.60",
-	"sell":       "",
+	// Judged against get: within 10% of it (see the report's scrape line).
+	"get-scraped": "",
+	"create":      ">= 0.50",
+	"mix":         ">= 0.60",
+	"sell":        "",
 }
 
 // options are the benchmark's flags.
@@ -101,6 +104,9 @@ type options struct {
 	only     []string // scenarios to run; all when empty
 	baseline string   // the -baseline revision; none when empty
 	postgres bool     // also load the service on PostgreSQL, 1 and 2 replicas
+
+	scrapers    int           // concurrent /metrics scrapers during get-scraped
+	scrapeEvery time.Duration // each scraper's interval
 
 	// Resolved from the flags, for the report's first line.
 	baselineCommit string // the baseline's full commit hash
@@ -128,6 +134,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	only := fs.String("scenarios", "", "run only these scenarios, comma-separated (default: all)")
 	fs.StringVar(&o.baseline, "baseline", "", "also build and load the service at this git revision, and compare (e.g. main, a commit hash)")
 	fs.BoolVar(&o.postgres, "postgres", false, "also start a throwaway PostgreSQL cluster and load the service on it as 1 replica and as 2 replicas behind a round-robin balancer")
+	fs.IntVar(&o.scrapers, "scrapers", 8, "scrapers of /metrics running during the get-scraped scenario")
+	fs.DurationVar(&o.scrapeEvery, "scrape-every", time.Second, "how often each scraper of get-scraped scrapes /metrics")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -141,6 +149,9 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		// Each is a comparison of its own, and the two in one run would make
 		// every round twice as long and the report unreadable.
 		return errors.New("-postgres and -baseline: one comparison at a time")
+	}
+	if o.scrapers < 1 || o.scrapeEvery <= 0 {
+		return errors.New("-scrapers and -scrape-every: at least 1 scraper, and a positive interval")
 	}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
@@ -279,6 +290,74 @@ type wrkResult struct {
 	Writes, WriteXacts int64 `json:"-"`
 	// On PostgreSQL: the deadlocks and long lock waits its log shows.
 	Locks lockTrouble `json:"-"`
+
+	// The scrapes of /metrics made during the run (get-scraped only).
+	Scrapes, ScrapeFailures, ScrapeMaxUS int64 `json:"-"`
+}
+
+// scrapeResult is what the scrapers of one run did.
+type scrapeResult struct {
+	scrapes, failures int64
+	max               time.Duration // the slowest scrape
+}
+
+// startScrapers starts o.scrapers goroutines that each scrape url's /metrics
+// every o.scrapeEvery, as monitoring systems do, and returns the function
+// that stops them and says what they did.
+func startScrapers(ctx context.Context, o options, url string) (stop func() scrapeResult) {
+	ctx, cancel := context.WithCancel(ctx)
+	results := make(chan scrapeResult, o.scrapers)
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i := range o.scrapers {
+		go func() {
+			var r scrapeResult
+			defer func() { results <- r }()
+			// Spread over the interval, as independent scrapers are.
+			next := time.Now().Add(o.scrapeEvery * time.Duration(i) / time.Duration(o.scrapers))
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(next)):
+				}
+				next = next.Add(o.scrapeEvery)
+				req, err := http.NewRequestWithContext(ctx, "GET", url+"/metrics", nil)
+				if err != nil {
+					r.failures++
+					continue
+				}
+				req.Header.Set("Authorization", "Bearer "+benchKey)
+				start := time.Now()
+				res, err := client.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", res.StatusCode)
+					}
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				r.scrapes++
+				if err != nil {
+					r.failures++
+				}
+				r.max = max(r.max, time.Since(start))
+			}
+		}()
+	}
+	return func() scrapeResult {
+		cancel()
+		var total scrapeResult
+		for range o.scrapers {
+			r := <-results
+			total.scrapes += r.scrapes
+			total.failures += r.failures
+			total.max = max(total.max, r.max)
+		}
+		return total
+	}
 }
 
 func (r wrkResult) rps() float64 { return float64(r.Requests) / r.seconds() }
@@ -486,7 +565,15 @@ func benchSize(ctx context.Context, o options, dir, self, bin string, bins []bin
 		}
 		for range o.rounds {
 			for _, t := range targets {
+				var stopScraping func() scrapeResult
+				if sc == "get-scraped" && t.name != ceilingName && t.name != balancedName {
+					stopScraping = startScrapers(ctx, o, t.url)
+				}
 				r, err := measure(ctx, o, dir, sc, t, n)
+				if stopScraping != nil {
+					sr := stopScraping()
+					r.Scrapes, r.ScrapeFailures, r.ScrapeMaxUS = sr.scrapes, sr.failures, sr.max.Microseconds()
+				}
 				if err != nil {
 					return res, err
 				}
@@ -738,4 +825,45 @@ func (p *process) peakRSS() int64 {
 		}
 	}
 	return -1
+}
+
+// printScrapes reports, for each size, getPet's throughput while /metrics is
+// scraped against its throughput alone: the ratio of the two scenarios' ratios
+// to the ceiling (the rounds of the two scenarios are not side by side, so
+// each is first judged against the ceiling of its own rounds). Target:
+// within 10%.
+func printScrapes(w io.Writer, o options, results []sizeResult) {
+	identity := func(x float64) float64 { return x }
+	for _, r := range results {
+		var get, scraped map[string][]wrkResult
+		for i := range r.scenarios {
+			switch r.scenarios[i].name {
+			case "get":
+				get = r.scenarios[i].runs
+			case "get-scraped":
+				scraped = r.scenarios[i].runs
+			}
+		}
+		if get == nil || scraped == nil {
+			continue
+		}
+		line := func(name string, alone, under []wrkResult) {
+			var scrapes, failures, slowest int64
+			for _, run := range under {
+				scrapes += run.Scrapes
+				failures += run.ScrapeFailures
+				slowest = max(slowest, run.ScrapeMaxUS)
+			}
+			fmt.Fprintf(w, "- %d pets, %s: getPet with %d scrapers of /metrics (each every %v) / getPet alone: **%.2f** (target >= 0.90); %d scrapes, %d failed, the slowest %.1f ms\n",
+				r.pets, name, o.scrapers, o.scrapeEvery,
+				median(rpsRatios(under, scraped[ceilingName]), identity)/median(rpsRatios(alone, get[ceilingName]), identity),
+				scrapes, failures, float64(slowest)/1000)
+		}
+		for _, name := range slices.Sorted(maps.Keys(scraped)) {
+			if name != ceilingName && name != balancedName {
+				line(name, get[name], scraped[name])
+			}
+		}
+	}
+	fmt.Fprintln(w)
 }

@@ -47,6 +47,7 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel(), o.threads, o.conns, o.rounds, o.duration)
 	if o.postgres {
 		printPostgresReport(w, o, results)
+		printScrapes(w, o, results)
 		return
 	}
 	withBase := o.baseline != ""
@@ -119,6 +120,8 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 		fmt.Fprintf(w, "- %d pets: service peak RSS (VmHWM) %.1f MiB (ceiling %.1f MiB); start-up to first answered request %.1f ms (median of %d starts)\n",
 			r.pets, r.rssMiB(serviceName), r.rssMiB(ceilingName), r.startMS(serviceName), len(r.startups[serviceName]))
 	}
+	fmt.Fprintln(w)
+	printScrapes(w, o, results)
 }
 
 // identity is the projection of median over float64s.

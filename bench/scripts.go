@@ -55,7 +55,9 @@ var scenarioScripts = map[string]string{
 	"list-first": `function request() return first_page end`,
 	"list-deep":  `function request() return list_deep() end`,
 	"get":        `function request() return get_pet() end`,
-	"create":     `function request() return create_pet() end`,
+	// The same requests as get; the benchmark scrapes /metrics meanwhile.
+	"get-scraped": `function request() return get_pet() end`,
+	"create":      `function request() return create_pet() end`,
 	// 90% reads split evenly between the first page and random gets, 10%
 	// creates.
 	"mix": `function request()

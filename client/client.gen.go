@@ -271,6 +271,15 @@ type OrderId = int64
 // PetId defines model for PetId.
 type PetId = int64
 
+// AuthorizationRepeated defines model for AuthorizationRepeated.
+type AuthorizationRepeated struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+}
+
 // CannotWrite defines model for CannotWrite.
 type CannotWrite struct {
 	Code ErrorCode `json:"code"`
@@ -2090,6 +2099,12 @@ type GetMetricsResponse200Headers struct {
 	XRequestId          string
 }
 
+// GetMetricsResponse400Headers the declared response headers of an HTTP 400 response for GetMetrics
+type GetMetricsResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetMetricsResponse401Headers the declared response headers of an HTTP 401 response for GetMetrics
 type GetMetricsResponse401Headers struct {
 	WWWAuthenticate     string
@@ -2107,16 +2122,25 @@ type GetMetricsResponse429Headers struct {
 type GetMetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetMetricsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetMetricsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetMetricsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetMetricsResponse429Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetMetricsResponse) GetJSON400() *AuthorizationRepeated {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -2554,6 +2578,12 @@ type DeletePetResponse204Headers struct {
 	XRequestId string
 }
 
+// DeletePetResponse400Headers the declared response headers of an HTTP 400 response for DeletePet
+type DeletePetResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // DeletePetResponse401Headers the declared response headers of an HTTP 401 response for DeletePet
 type DeletePetResponse401Headers struct {
 	WWWAuthenticate     string
@@ -2596,6 +2626,8 @@ type DeletePetResponse503Headers struct {
 type DeletePetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
@@ -2610,6 +2642,8 @@ type DeletePetResponse struct {
 	JSON503 *CannotWrite
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *DeletePetResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DeletePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeletePetResponse401Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
@@ -2622,6 +2656,11 @@ type DeletePetResponse struct {
 	Headers500 *DeletePetResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *DeletePetResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeletePetResponse) GetJSON400() *AuthorizationRepeated {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -2692,6 +2731,15 @@ type GetPetResponse200Headers struct {
 	XRequestId          string
 }
 
+// GetPetResponse400Headers the declared response headers of an HTTP 400 response for GetPet
+type GetPetResponse400Headers struct {
+	Deprecation         string
+	Link                string
+	Sunset              string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetPetResponse401Headers the declared response headers of an HTTP 401 response for GetPet
 type GetPetResponse401Headers struct {
 	Deprecation         string
@@ -2754,6 +2802,14 @@ type GetPetResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Pet
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *struct {
 		Code ErrorCode `json:"code"`
@@ -2804,6 +2860,8 @@ type GetPetResponse struct {
 	}
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetPetResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetPetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetPetResponse401Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
@@ -2821,6 +2879,17 @@ type GetPetResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetPetResponse) GetJSON200() *Pet {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetPetResponse) GetJSON400() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -3497,6 +3566,12 @@ type GetOrderResponse200Headers struct {
 	XRequestId          string
 }
 
+// GetOrderResponse400Headers the declared response headers of an HTTP 400 response for GetOrder
+type GetOrderResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetOrderResponse401Headers the declared response headers of an HTTP 401 response for GetOrder
 type GetOrderResponse401Headers struct {
 	WWWAuthenticate     string
@@ -3535,6 +3610,8 @@ type GetOrderResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Order
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
@@ -3547,6 +3624,8 @@ type GetOrderResponse struct {
 	JSON503 *DatabaseUnreachable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetOrderResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetOrderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetOrderResponse401Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
@@ -3562,6 +3641,11 @@ type GetOrderResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetOrderResponse) GetJSON200() *Order {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetOrderResponse) GetJSON400() *AuthorizationRepeated {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -4186,6 +4270,13 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthorizationRepeated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4227,6 +4318,23 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetMetricsResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetMetricsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -4882,6 +4990,13 @@ func ParseDeletePetResponse(rsp *http.Response) (*DeletePetResponse, error) {
 	case rsp.StatusCode == 204:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthorizationRepeated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4937,6 +5052,23 @@ func ParseDeletePetResponse(rsp *http.Response) (*DeletePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers DeletePetResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeletePetResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -5086,6 +5218,19 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest struct {
 			Code ErrorCode `json:"code"`
@@ -5205,6 +5350,44 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetPetResponse400Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = value
+		}
+		if values := rsp.Header.Values("Sunset"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Sunset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Sunset = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetPetResponse401Headers
 		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
@@ -6333,6 +6516,13 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AuthorizationRepeated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6388,6 +6578,23 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetOrderResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetOrderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The service's secret keys the HMAC that turns an API key's digest into the
+// key's identity (see keyEntry): what the idempotency records in the
+// database are scoped by, and what a caller without a label is named by in
+// logs and metrics. It is kept outside the database, so that a copy of the
+// database (a backup, a stolen disk) does not let anyone test guesses of a
+// key against it. Every process serving one database must use the same
+// secret: replicas are given the same file (-secret-file).
+
+// minSecretLen is the shortest secret accepted, in bytes: 256 bits when it is
+// random, as the generated one is.
+const minSecretLen = 32
+
+// maxSecretFileLen bounds what is read of a secret file.
+const maxSecretFileLen = 4096
+
+// defaultSecretFile is where the secret is kept when no -secret-file is
+// given: next to the database file, which it belongs with.
+func defaultSecretFile(dbPath string) string { return dbPath + ".secret" }
+
+// loadSecret returns the service's secret. A file given as -secret-file
+// must exist: processes that share a database must share it, and a secret
+// one of them made up would silently differ from the others'. Without one,
+// the secret is the file next to the database, made with a fresh random
+// secret on the first start; an in-memory database, which lives as long as
+// its process, gets a fresh secret of its own.
+func loadSecret(file, dbPath string) ([]byte, error) {
+	if file == "" {
+		if dbPath == memoryDB {
+			return []byte(generateKey()), nil
+		}
+		file = defaultSecretFile(dbPath)
+		if err := createSecretFile(file); err != nil {
+			return nil, fmt.Errorf("cannot create the secret file %s: %v", file, err)
+		}
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the secret file: %v", errors.Unwrap(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the secret file %s: %v", file, errors.Unwrap(err))
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return nil, fmt.Errorf("the secret file %s can be written by its group or by other users (mode %04o); refusing it (chmod go-w %s)", file, perm, file)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFileLen+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the secret file %s: %v", file, err)
+	}
+	secret := strings.TrimSpace(string(b))
+	switch {
+	case len(b) > maxSecretFileLen:
+		return nil, fmt.Errorf("the secret file %s is longer than %d bytes; it holds one secret, such as the output of: openssl rand -base64 32", file, maxSecretFileLen)
+	case len(secret) < minSecretLen:
+		return nil, fmt.Errorf("the secret in %s has %d characters; at least %d are needed (make one with: openssl rand -base64 32)", file, len(secret), minSecretLen)
+	}
+	return []byte(secret), nil
+}
+
+// createSecretFile writes a fresh random secret to path, mode 0600, unless
+// a file is there already. The secret is written whole to a temporary file
+// and then linked under its name, which never replaces a file: of two
+// processes starting at the same moment, both read the one secret that was
+// linked first, never a half-written one.
+func createSecretFile(path string) error {
+	if _, err := os.Lstat(path); err == nil {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".petstore-secret-*") // mode 0600
+	if err != nil {
+		return errors.Unwrap(err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.WriteString(tmp, generateKey()+"\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return syncPath(dir)
+}
