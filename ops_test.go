@@ -726,7 +726,7 @@ func TestBackupWritesExactlyTheNamedFile(t *testing.T) {
 
 func TestDatabaseFilesAreTheOwnersOnly(t *testing.T) {
 	ts := newTestServer(t, onSQLite()) // the files of a SQLite database
-	ts.createPet(t, "Rex", 1, "") // the WAL and its index exist once written
+	ts.createPet(t, "Rex", 1, "")      // the WAL and its index exist once written
 	for _, f := range []string{ts.DBPath, ts.DBPath + "-wal", ts.DBPath + "-shm"} {
 		fi, err := os.Stat(f)
 		if err != nil {
