@@ -682,7 +682,8 @@ func missingPart(t testing.TB, part, enable string, err error) {
 // reportSkippedParts prints the lines missingPart recorded. go test shows a
 // passing package's output only with -v, so the lines go to the go
 // command's own standard error (the test binary's parent), where a plain
-// `go test ./...` shows them; without that, to the test binary's.
+// `go test ./...` shows them in a terminal or a pipe; when that is a file,
+// or cannot be reached, to the test binary's (shown with -v).
 func reportSkippedParts() {
 	skippedParts.mu.Lock()
 	defer skippedParts.mu.Unlock()
@@ -690,9 +691,13 @@ func reportSkippedParts() {
 		return
 	}
 	var w io.Writer = os.Stderr
+	// A terminal or a pipe, not a file: a file opened again has an offset of
+	// its own, and the go command would write over the line.
 	if f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/2", os.Getppid()), os.O_WRONLY|os.O_APPEND, 0); err == nil {
 		defer f.Close()
-		w = f
+		if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+			w = f
+		}
 	}
 	for _, line := range skippedParts.lines {
 		fmt.Fprintf(w, "petstore tests: %s\n", line)
