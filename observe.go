@@ -98,25 +98,11 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 		if route == "GET /healthz" || route == "GET /readyz" {
 			level = slog.LevelDebug
 		}
-		if info.authFailed {
-			if !failureLines.Allow() {
-				unlogged.Add(1)
-				return
-			}
-			log.LogAttrs(r.Context(), level, "request",
-				slog.String("method", abbreviate(r.Method)),
-				slog.String("path", abbreviate(r.URL.Path)),
-				slog.Int("status", status),
-				slog.Int64("bytes", sw.bytes),
-				slog.Duration("duration", elapsed),
-				slog.String("request_id", info.id),
-				slog.String("caller", info.caller),
-				slog.String("client", info.client),
-				slog.Int64("unlogged_auth_failures", unlogged.Swap(0)),
-			)
+		if info.authFailed && !failureLines.Allow() {
+			unlogged.Add(1)
 			return
 		}
-		log.LogAttrs(r.Context(), level, "request",
+		attrs := [...]slog.Attr{
 			slog.String("method", abbreviate(r.Method)),
 			slog.String("path", abbreviate(r.URL.Path)),
 			slog.Int("status", status),
@@ -124,7 +110,15 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 			slog.Duration("duration", elapsed),
 			slog.String("request_id", info.id),
 			slog.String("caller", info.caller),
-		)
+			{}, {}, // the client and the unlogged count of a failed authentication
+		}
+		n := len(attrs) - 2
+		if info.authFailed {
+			attrs[n] = slog.String("client", info.client)
+			attrs[n+1] = slog.Int64("unlogged_auth_failures", unlogged.Swap(0))
+			n += 2
+		}
+		log.LogAttrs(r.Context(), level, "request", attrs[:n]...)
 	})
 }
 
