@@ -356,3 +356,20 @@ func TestHashKey(t *testing.T) {
 		t.Errorf("hash-key with an empty line = %v, want a configError", err)
 	}
 }
+
+// TestRedactDBHidesEveryPassword: a PostgreSQL URL is shown in logs and
+// errors without its password, whether in the user information or in the
+// query parameters libpq reads it from.
+func TestRedactDBHidesEveryPassword(t *testing.T) {
+	for _, tc := range []struct{ db, want string }{
+		{"petstore.db", "petstore.db"},
+		{"postgres://shop:s3cret@db.example:5432/petstore?sslmode=require", "postgres://shop:xxxxx@db.example:5432/petstore?sslmode=require"},
+		{"postgresql://shop@db.example/petstore?password=s3cret&sslmode=verify-full", "postgresql://shop@db.example/petstore?password=xxxxx&sslmode=verify-full"},
+		{"postgres://shop@db.example/petstore?sslpassword=s3cret", "postgres://shop@db.example/petstore?sslpassword=xxxxx"},
+		{"postgres://shop:s3cret@db.example:port/petstore", "postgres://(unparsable URL)"},
+	} {
+		if got := redactDB(tc.db); got != tc.want {
+			t.Errorf("redactDB(%q) = %q, want %q", tc.db, got, tc.want)
+		}
+	}
+}

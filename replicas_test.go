@@ -569,6 +569,8 @@ func TestThePostgreSQLPasswordIsNeverShown(t *testing.T) {
 	for _, bad := range []string{
 		"postgres://postgres:" + password + "@127.0.0.1:1/petstore?connect_timeout=2", // nothing listens
 		"postgres://postgres:" + password + "@127.0.0.1:notaport/petstore",
+		"postgres://postgres@127.0.0.1:1/petstore?connect_timeout=2&password=" + password,
+		"postgres://postgres@127.0.0.1:1/petstore?connect_timeout=2&sslmode=require&sslpassword=" + password,
 	} {
 		err := run(t.Context(), nil, mapEnv(map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": bad, "PETSTORE_API_KEYS": testKey}), strings.NewReader(""), &syncBuffer{}, &syncBuffer{})
 		if err == nil || strings.Contains(err.Error(), password) {

@@ -57,6 +57,19 @@ func redactDB(db string) string {
 	if err != nil {
 		return "postgres://(unparsable URL)"
 	}
+	// libpq also takes the password, and the password of the client's TLS
+	// key, as query parameters.
+	q := u.Query()
+	hidden := false
+	for _, name := range []string{"password", "sslpassword"} {
+		if q.Has(name) {
+			q.Set(name, "xxxxx")
+			hidden = true
+		}
+	}
+	if hidden {
+		u.RawQuery = q.Encode()
+	}
 	return u.Redacted()
 }
 
