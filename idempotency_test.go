@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -216,6 +217,33 @@ func TestIdempotencyKeysExpireAndArePruned(t *testing.T) {
 			t.Errorf("keys left after pruning mismatch (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestABacklogOfExpiredKeysLargerThanAChunkIsPrunedWhole: more expired keys than one
+// write deletes are all pruned, in chunks, and the records' count follows.
+func TestABacklogOfExpiredKeysLargerThanAChunkIsPrunedWhole(t *testing.T) {
+	ts := newTestServer(t)
+	const backlog = 2*pruneChunk + 1
+	_, err := write(t.Context(), ts.Store, func(tx *txn) (struct{}, error) {
+		insert := tx.st.dialect.sql("INSERT INTO idempotency_keys (api_key_hmac, idempotency_key, operation, fingerprint, resource_id, body, created_at) VALUES (?, ?, 'createPet', ?, 1, ?, ?)")
+		for i := range backlog {
+			if _, err := tx.tx.ExecContext(tx.ctx, insert, make([]byte, 32), fmt.Sprint("k-", i), make([]byte, 32), []byte("{}"), int64(i)); err != nil {
+				return struct{}{}, err
+			}
+		}
+		return struct{}{}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := ts.Store.pruneIdempotencyKeys(t.Context(), time.UnixMilli(backlog))
+	if err != nil || n != backlog {
+		t.Errorf("prune deleted %d keys (err %v), want %d", n, err, backlog)
+	}
+	left, err := ts.Store.countIdempotencyRecords(t.Context())
+	if err != nil || left != 0 || len(storedIdempotencyKeys(t, ts.Store)) != 0 {
+		t.Errorf("after pruning, the count says %d records (err %v) and %d are stored; want none", left, err, len(storedIdempotencyKeys(t, ts.Store)))
+	}
 }
 
 // storedIdempotencyKeys lists the idempotency keys in the database.

@@ -87,9 +87,6 @@ func (tx *txn) recordIdempotencyKey(scope idempotencyScope, rec idempotencyRecor
 	return nil
 }
 
-// pruneLock is the PostgreSQL advisory lock of pruning.
-const pruneLock = 7_370_616_470
-
 // sqlCountIdempotencyRecords sums the shards of the records' count
 // (migration 0006), cast as sqlCountPets is.
 const sqlCountIdempotencyRecords = "SELECT CAST(sum(n) AS BIGINT) FROM idempotency_record_counts"
@@ -104,27 +101,35 @@ func (s *store) countIdempotencyRecords(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// pruneIdempotencyKeys deletes the keys created at or before cutoff and
-// returns how many it deleted.
+// pruneChunk is how many expired keys one write deletes. A chunk is about
+// 20 ms of work, so the writes queued behind it barely wait (on
+// PostgreSQL, every replica's writes: batches take turns), and a backlog of
+// any size drains chunk by chunk, well within a batch's time limit.
+const pruneChunk = 1000
+
+// sqlPruneIdempotencyKeys deletes up to pruneChunk keys created at or before
+// a cutoff, oldest first (through the created_at index).
+var sqlPruneIdempotencyKeys = fmt.Sprintf(`DELETE FROM idempotency_keys WHERE (api_key_hmac, idempotency_key) IN (
+    SELECT api_key_hmac, idempotency_key FROM idempotency_keys WHERE created_at <= ? ORDER BY created_at LIMIT %d)`, pruneChunk)
+
+// pruneIdempotencyKeys deletes the keys created at or before cutoff, one
+// chunk per write, and returns how many it deleted. Every replica prunes:
+// two at once delete different chunks or find nothing left, which is harmless.
 func (s *store) pruneIdempotencyKeys(ctx context.Context, cutoff time.Time) (int64, error) {
-	return write(ctx, s, func(tx *txn) (int64, error) {
-		if s.dialect == postgresDialect {
-			// Every replica prunes; one at a time is enough. A replica that
-			// finds another pruning skips this round.
-			var got bool
-			if err := tx.tx.QueryRowContext(tx.ctx, "SELECT pg_try_advisory_xact_lock($1)", pruneLock).Scan(&got); err != nil {
-				return 0, tx.st.failedWrite("take the pruning lock", err)
+	var total int64
+	for {
+		n, err := write(ctx, s, func(tx *txn) (int64, error) {
+			res, err := tx.tx.ExecContext(tx.ctx, tx.st.dialect.sql(sqlPruneIdempotencyKeys), cutoff.UnixMilli())
+			if err != nil {
+				return 0, tx.st.failedWrite("prune idempotency keys", err)
 			}
-			if !got {
-				return 0, nil
-			}
+			return res.RowsAffected()
+		})
+		total += n
+		if err != nil || n < pruneChunk {
+			return total, err
 		}
-		res, err := tx.tx.ExecContext(tx.ctx, tx.st.dialect.sql("DELETE FROM idempotency_keys WHERE created_at <= ?"), cutoff.UnixMilli())
-		if err != nil {
-			return 0, tx.st.failedWrite("prune idempotency keys", err)
-		}
-		return res.RowsAffected()
-	})
+	}
 }
 
 // pruneIdempotencyKeysEvery prunes expired keys now and then every interval
