@@ -400,6 +400,31 @@ func TestRequestBodiesShareAMemoryBudget(t *testing.T) {
 		conn.Close()
 		eventually(t, "the share of a client that left is given back", func() bool { return held() == 0 })
 	})
+
+	t.Run("a chunked body of exactly 1 MiB fits the least budget; a byte more is 413", func(t *testing.T) {
+		exact := `{"name":"Chunked","categoryId":1}`
+		exact += strings.Repeat(" ", maxBodyBytes-len(exact))
+		for _, tc := range []struct {
+			body string
+			want int
+		}{{exact, http.StatusCreated}, {exact + " ", http.StatusRequestEntityTooLarge}} {
+			// A reader of unknown length: the client sends the body chunked.
+			req, err := http.NewRequest("POST", ts.URL+"/v1/pets", io.MultiReader(strings.NewReader(tc.body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			req.Header.Set("Content-Type", "application/json")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Errorf("a chunked body of %d bytes: status %d, want %d", len(tc.body), res.StatusCode, tc.want)
+			}
+		}
+	})
 }
 
 // bodyMemoryCeiling is the peak resident memory the README promises with 500

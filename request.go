@@ -70,12 +70,12 @@ const firstBodyRead = 16 << 10
 
 // readBody reads a body of length bytes (-1: unknown) from body as it
 // arrives, into a buffer that doubles when full, up to length or else to
-// maxBodyBytes+1 (the byte that tells a body too long), taking each new
-// buffer's size from lease before it is allocated. Memory is taken only for
-// bytes a client actually sends: announcing 1 MiB and sending nothing holds
-// 16 KiB at most. It returns errBodyBudget when the budget has no room.
+// maxBodyBytes, taking each new buffer's size from lease before it is
+// allocated. Memory is taken only for bytes a client actually sends:
+// announcing 1 MiB and sending nothing holds 16 KiB at most. It returns
+// errBodyBudget when the budget has no room.
 func readBody(body io.Reader, length int64, lease *bodyLease) ([]byte, error) {
-	limit := int64(maxBodyBytes + 1)
+	limit := int64(maxBodyBytes)
 	if length >= 0 {
 		limit = length
 	}
@@ -85,6 +85,9 @@ func readBody(body io.Reader, length int64, lease *bodyLease) ([]byte, error) {
 	var buf []byte
 	for {
 		if len(buf) == cap(buf) {
+			if int64(len(buf)) == limit { // the length is unknown: a full buffer ends the body, or it is too long
+				return buf, endOfBody(body)
+			}
 			size := min(limit, max(firstBodyRead, 2*int64(cap(buf))))
 			if !lease.take(size) {
 				return nil, errBodyBudget
@@ -103,6 +106,24 @@ func readBody(body io.Reader, length int64, lease *bodyLease) ([]byte, error) {
 			return buf, nil
 		case err != nil:
 			return nil, err
+		}
+	}
+}
+
+// endOfBody reads on from a body whose buffer is full: nil at its end, and a
+// *http.MaxBytesError if a byte more comes. The byte is read into an array of
+// its own, so a body of exactly maxBodyBytes takes no more memory than that.
+func endOfBody(body io.Reader) error {
+	var one [1]byte
+	for {
+		n, err := body.Read(one[:])
+		switch {
+		case n > 0:
+			return &http.MaxBytesError{Limit: maxBodyBytes}
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
 		}
 	}
 }
