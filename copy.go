@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 )
 
 // runCopy is `petstore copy -from SRC -to DST`: it moves a shop's data
@@ -39,6 +40,12 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return &configError{"copy", "-from and -to name the same database"}
 	case *from == memoryDB || *to == memoryDB:
 		return &configError{"copy", "an in-memory database lives only inside its process; copy from or to a file or a PostgreSQL URL"}
+	}
+	if !isPostgresURL(*from) {
+		// openStore would create a missing file and copy its nothing.
+		if fi, err := os.Stat(*from); err != nil || !fi.Mode().IsRegular() {
+			return &configError{"copy -from", fmt.Sprintf("%q is not an existing database file", *from)}
+		}
 	}
 	n, err := copyDatabase(ctx, *from, *to)
 	if err != nil {

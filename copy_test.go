@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +93,7 @@ func TestCopyRefuses(t *testing.T) {
 		{"no destination", []string{"-from", full}, "name both"},
 		{"an in-memory database", []string{"-from", full, "-to", ":memory:"}, "in-memory"},
 		{"a stray argument", []string{"-from", full, "-to", other, "now"}, `"now"`},
+		{"a source file that does not exist", []string{"-from", filepath.Join(dir, "typo.db"), "-to", filepath.Join(dir, "new.db")}, "not an existing database file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -103,6 +105,11 @@ func TestCopyRefuses(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(other); !cmp.Equal(before, after) {
 		t.Errorf("a refused copy changed the destination file")
+	}
+	for _, name := range []string{"typo.db", "new.db"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a refused copy left %s behind (%v)", name, err)
+		}
 	}
 	t.Run("backup refuses a PostgreSQL URL and names pg_dump", func(t *testing.T) {
 		err := runConfig(t, nil, "backup", "-db", "postgres://shop:secret@db.example/petstore", filepath.Join(dir, "x.db"))
