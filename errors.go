@@ -209,8 +209,9 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 func routeErrors(log *slog.Logger, mux *http.ServeMux, auth func(http.Handler) http.Handler) http.Handler {
 	unrouted := auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
+		shown := abbreviate(r.URL.EscapedPath()) // as sent: /a%2Fb is not /a/b
 		if p == "" || p[0] != '/' || path.Clean(p) != p {
-			writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; paths have no empty, '.' or '..' segments and no trailing slash", abbreviate(p)))
+			writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; paths have no empty, '.' or '..' segments and no trailing slash", shown))
 			return
 		}
 		// Let the mux's own handler decide between 404 and 405 (and set
@@ -219,14 +220,14 @@ func routeErrors(log *slog.Logger, mux *http.ServeMux, auth func(http.Handler) h
 		rec := &statusRecorder{header: w.Header()}
 		h.ServeHTTP(rec, r)
 		if rec.status == http.StatusMethodNotAllowed {
-			writeError(w, r, log, errorf(codeMethodNotAllowed, "method %s is not allowed on %q; allowed: %s", abbreviate(r.Method), abbreviate(p), w.Header().Get("Allow")))
+			writeError(w, r, log, errorf(codeMethodNotAllowed, "method %s is not allowed on %q; allowed: %s", abbreviate(r.Method), shown, w.Header().Get("Allow")))
 			return
 		}
 		if p == "/v1" || strings.HasPrefix(p, "/v1/") {
-			writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; GET /v1/openapi.json lists every path of the API", abbreviate(p)))
+			writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; GET /v1/openapi.json lists every path of the API", shown))
 			return
 		}
-		writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; the API lives under /v1, for example /v1/pets (GET /v1/openapi.json lists every path)", abbreviate(p)))
+		writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; the API lives under /v1, for example /v1/pets (GET /v1/openapi.json lists every path)", shown))
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; p != "" && p[0] == '/' && path.Clean(p) == p {

@@ -162,8 +162,10 @@ type idempotencyScope struct {
 // idempotency runs creates under idempotency keys. It remembers which keys
 // have a request in progress in this process, to answer a concurrent repeat
 // with 409; finished keys live in the database (store_idempotency.go), so
-// replays survive restarts. One process serves a database file, so the
-// in-process set is complete.
+// replays survive restarts. The set sees only this process's requests: a
+// repeat sent to another replica at once is settled by the database, where
+// the write lock runs one batch after the other and the second finds the
+// first's record and replays it.
 type idempotency struct {
 	st  *store
 	ttl time.Duration // how long a key is remembered

@@ -1,5 +1,6 @@
 // Command petstore serves a store's catalogue of animals over a JSON HTTP
-// API, kept in one SQLite file. See README.md for how to run it.
+// API, kept in one SQLite file, or in PostgreSQL for several replicas. See
+// README.md for how to run it.
 package main
 
 import (

@@ -101,7 +101,7 @@ func orderIDOf(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int64,
 	raw := r.PathValue("orderId")
 	id, ok := parsePathID(raw)
 	if !ok {
-		writeError(w, r, log, errorf(codeNotFound, "no order has id %q; order ids are positive integers", abbreviate(raw)))
+		writeError(w, r, log, errorf(codeNotFound, "no order has id %q; order ids are integers from 1 to 9223372036854775807", abbreviate(raw)))
 	}
 	return id, ok
 }

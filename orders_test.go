@@ -95,6 +95,8 @@ func TestPlaceOrder(t *testing.T) {
 		{"petId as a string", `{"petId":"1"}`, nil, 400, codeInvalidField, []string{"petId", "string"}},
 		{"petId 0", `{"petId":0}`, nil, 400, codeInvalidField, []string{"petId"}},
 		{"petId as a fraction", `{"petId":1.0}`, nil, 400, codeInvalidField, []string{"petId", "fraction"}},
+		{"petId with a leading zero is not JSON", `{"petId":06}`, nil, 400, codeInvalidBody, []string{"not valid JSON"}},
+		{"petId in hexadecimal is not JSON", `{"petId":0x6}`, nil, 400, codeInvalidBody, []string{"not valid JSON"}},
 		{"an id sent by the client", `{"id":5,"petId":1}`, nil, 400, codeInvalidField, []string{"id", "assigns"}},
 		{"an unknown field", `{"petId":1,"quantity":2}`, nil, 400, codeInvalidField, []string{`"quantity"`, "NewOrder", "petId"}},
 		{"petId twice", `{"petId":1,"petId":2}`, nil, 400, codeInvalidField, []string{"more than once"}},
@@ -264,12 +266,13 @@ func TestUpdateOrder(t *testing.T) {
 		{"an empty patch", path, `{}`, nil, 400, codeInvalidField, []string{"status", "required"}},
 		{"an unknown status", path, `{"status":"shipped"}`, nil, 400, codeInvalidField, []string{"placed, delivered, cancelled"}},
 		{"status null", path, `{"status":null}`, nil, 400, codeInvalidField, []string{"status", "null"}},
-		{"another field", path, `{"status":"delivered","petId":3}`, nil, 400, codeInvalidField, []string{`"petId"`, "OrderUpdate"}},
+		{"another field", path, `{"status":"delivered","petId":3}`, nil, 400, codeInvalidField, []string{`"petId"`, "an OrderUpdate has"}},
 		{"the id", path, `{"id":3,"status":"delivered"}`, nil, 400, codeInvalidField, []string{"id"}},
 		{"not JSON", path, `status=delivered`, map[string]string{"Content-Type": "text/plain"}, 415, codeUnsupportedMediaType, []string{"application/json or application/merge-patch+json"}},
 		{"no such order", "/v1/store/orders/999999", `{"status":"delivered"}`, nil, 404, codeNotFound, []string{"no order has id 999999"}},
 		{"an id that cannot exist", "/v1/store/orders/0", `{"status":"delivered"}`, nil, 404, codeNotFound, []string{"order ids"}},
 		{"an id that is not a number", "/v1/store/orders/abc", `{"status":"delivered"}`, nil, 404, codeNotFound, []string{"order ids"}},
+		{"an id past the int64 range", "/v1/store/orders/9223372036854775808", `{"status":"delivered"}`, nil, 404, codeNotFound, []string{"from 1 to 9223372036854775807"}},
 	}
 	for _, tt := range bad {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -331,7 +334,7 @@ func TestGetAndListOrders(t *testing.T) {
 		{"limit above 100", "limit=101", "limit"},
 		{"limit 0", "limit=0", "limit"},
 		{"a pet status is not an order status", "status=sold", "placed, delivered, cancelled"},
-		{"after not a number", "after=x", "order id"},
+		{"after not a number", "after=x", "an order id"},
 		{"the id filter is listPets'", "id=1", "listOrders takes limit, status and after"},
 		{"an unknown parameter", "page=2", "listOrders takes"},
 		{"a parameter twice", "limit=1&limit=2", "2 times"},
@@ -402,6 +405,7 @@ func TestUpdatePet(t *testing.T) {
 		{"a null status", path, `{"status":null}`, nil, 400, codeInvalidField, []string{"status", "null"}},
 		{"the id", path, `{"id":9}`, nil, 400, codeInvalidField, []string{"id", "assigns"}},
 		{"an unknown field", path, `{"colour":"red"}`, nil, 400, codeInvalidField, []string{`"colour"`, "PetPatch"}},
+		{"a categoryId with a leading zero is not JSON", path, `{"categoryId":01}`, nil, 400, codeInvalidBody, []string{"not valid JSON"}},
 		{"a blank name", path, `{"name":"  "}`, nil, 400, codeInvalidField, []string{"name"}},
 		{"a name of 101 characters", path, `{"name":"` + strings.Repeat("x", 101) + `"}`, nil, 400, codeInvalidField, []string{"100"}},
 		{"category 0", path, `{"categoryId":0}`, nil, 400, codeInvalidField, []string{"categoryId"}},
@@ -472,7 +476,11 @@ func TestDeletePet(t *testing.T) {
 				ts.setOrder(t, o.ID, status)
 			}
 			before := ts.petNow(t, p.ID)
-			wantError(t, ts.do(t, "DELETE", fmt.Sprintf("/v1/pets/%d", p.ID), "", nil), 409, codePetHasOrders, "1 order")
+			hint := "can be given another status with PATCH" // a sold or returned pet's way out
+			if status == "placed" {
+				hint = fmt.Sprintf("deliver or cancel that order (PATCH /v1/store/orders/%d)", o.ID)
+			}
+			wantError(t, ts.do(t, "DELETE", fmt.Sprintf("/v1/pets/%d", p.ID), "", nil), 409, codePetHasOrders, "1 order", hint)
 			if diff := cmp.Diff(before, ts.petNow(t, p.ID)); diff != "" {
 				t.Errorf("the pet changed (-want +got):\n%s", diff)
 			}

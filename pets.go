@@ -159,7 +159,7 @@ func petIDOf(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int64, b
 	if !ok {
 		// The interface lists only 401 and 404 for getPet: an id that
 		// cannot exist is a pet that does not exist.
-		writeError(w, r, log, errorf(codeNotFound, "no pet has id %q; pet ids are positive integers", abbreviate(raw)))
+		writeError(w, r, log, errorf(codeNotFound, "no pet has id %q; pet ids are integers from 1 to 9223372036854775807", abbreviate(raw)))
 	}
 	return id, ok
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -195,18 +196,37 @@ func TestCreatePetMediaTypeAndSize(t *testing.T) {
 			}
 		})
 	}
-	refused := []struct{ rule, contentType string }{
-		{"text/plain is 415", "text/plain"},
-		{"form encoding is 415", "application/x-www-form-urlencoded"},
-		{"a +json suffix type is 415", "application/merge-patch+json"},
-		{"an unparsable Content-Type is 415", "application/json; charset"},
+	refused := []struct{ rule, contentType, mention string }{
+		{"text/plain is 415", "text/plain", "must be JSON"},
+		{"form encoding is 415", "application/x-www-form-urlencoded", "must be JSON"},
+		{"a +json suffix type is 415", "application/merge-patch+json", "must be JSON"},
+		{"an unparsable Content-Type is 415, saying so", "application/json; charset", "malformed"},
 	}
 	for _, tt := range refused {
 		t.Run(tt.rule, func(t *testing.T) {
 			res := ts.do(t, "POST", "/v1/pets", valid, map[string]string{"Content-Type": tt.contentType})
-			wantError(t, res, http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "application/json")
+			wantError(t, res, http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "application/json", tt.mention)
 		})
 	}
+	t.Run("two Content-Type headers are 415, whichever comes first", func(t *testing.T) {
+		for _, types := range [][]string{{"application/json", "text/plain"}, {"text/plain", "application/json"}} {
+			req, err := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/v1/pets", strings.NewReader(valid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			for _, ct := range types {
+				req.Header.Add("Content-Type", ct)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			wantError(t, response{Status: res.StatusCode, Header: res.Header, Body: body}, http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "2 Content-Type headers")
+		}
+	})
 
 	// A valid object padded with spaces to just over 1 MiB: only its size is wrong.
 	big := valid + strings.Repeat(" ", maxBodyBytes-len(valid)+1)
@@ -698,11 +718,12 @@ func TestRoutingErrors(t *testing.T) {
 		{"PUT on a pet is 405", "PUT", "/v1/pets/1", 405, codeMethodNotAllowed, "DELETE, GET, HEAD, PATCH"},
 		{"DELETE on orders is 405", "DELETE", "/v1/store/orders", 405, codeMethodNotAllowed, "GET, HEAD, POST"},
 		{"DELETE on an order is 405: orders are history", "DELETE", "/v1/store/orders/1", 405, codeMethodNotAllowed, "GET, HEAD, PATCH"},
+		{"an encoded slash is not a slash: 404, named as sent", "GET", "/v1/store/orders%2F1", 404, codeNotFound, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
 			res := ts.do(t, tt.method, tt.path, "", nil)
-			wantError(t, res, tt.status, tt.code)
+			wantError(t, res, tt.status, tt.code, fmt.Sprintf("%q", tt.path))
 			if got := res.Header.Get("Allow"); got != tt.wantAllow {
 				t.Errorf("Allow = %q, want %q", got, tt.wantAllow)
 			}

@@ -39,10 +39,18 @@ const mergePatchType = "application/merge-patch+json"
 // bytes it holds count against the request's share of the body budget (see
 // bodyBudget), until the request ends.
 func readJSONBody(w http.ResponseWriter, r *http.Request, also ...string) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !slices.Contains(also, mt)) {
-			return nil, errorf(codeUnsupportedMediaType, "the request body must be JSON, sent with Content-Type: %s", joinWords(append([]string{"application/json"}, also...), "or"))
+	accepted := joinWords(append([]string{"application/json"}, also...), "or")
+	switch cts := r.Header.Values("Content-Type"); {
+	case len(cts) > 1:
+		// A proxy and the service could each read another one.
+		return nil, errorf(codeUnsupportedMediaType, "the request has %d Content-Type headers; send one: %s", len(cts), accepted)
+	case len(cts) == 1 && cts[0] != "":
+		mt, _, err := mime.ParseMediaType(cts[0])
+		if err != nil {
+			return nil, errorf(codeUnsupportedMediaType, "the Content-Type header %q is malformed (%s); send %s", abbreviate(cts[0]), strings.TrimPrefix(err.Error(), "mime: "), accepted)
+		}
+		if mt != "application/json" && !slices.Contains(also, mt) {
+			return nil, errorf(codeUnsupportedMediaType, "the request body must be JSON, sent with Content-Type: %s", accepted)
 		}
 	}
 	if r.ContentLength > maxBodyBytes {
@@ -248,7 +256,7 @@ func joinWords(words []string, conjunction string) string {
 // refused by the field's decoder, or by o.null.
 func decodeObject(body []byte, o object) error {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return errorf(codeInvalidBody, "the request body is empty; send a %s such as %s", o.name, o.example)
+		return errorf(codeInvalidBody, "the request body is empty; send %s such as %s", article(o.name), o.example)
 	}
 	if !utf8.Valid(body) {
 		return errorf(codeInvalidBody, "the request body is not valid UTF-8")
@@ -259,7 +267,16 @@ func decodeObject(body []byte, o object) error {
 		return jsonSyntaxError(err)
 	}
 	if tok != json.Delim('{') {
-		return errorf(codeInvalidBody, "the request body must be a JSON object (a %s such as %s)", o.name, o.example)
+		return errorf(codeInvalidBody, "the request body must be a JSON object (%s such as %s)", article(o.name), o.example)
+	}
+	// The whole object is checked before any field is decoded, so that a
+	// syntax error is reported as one, wherever it is: walking {"petId":06}
+	// would decode the field as 0 before reaching the 6.
+	if !json.Valid(body) {
+		if err := json.NewDecoder(bytes.NewReader(body)).Decode(new(json.RawMessage)); err != nil {
+			return jsonSyntaxError(err)
+		}
+		return errorf(codeInvalidBody, "the request body must hold one JSON object and nothing after it")
 	}
 	seen := make([]bool, len(o.fields))
 	for dec.More() {
@@ -277,7 +294,7 @@ func decodeObject(body []byte, o object) error {
 		case i < 0 && key == "id":
 			return errorf(codeInvalidField, "field id must not be sent: the service assigns ids")
 		case i < 0:
-			return errorf(codeInvalidField, "unknown field %q; a %s has the fields %s", abbreviate(key), o.name, o.fieldNames())
+			return errorf(codeInvalidField, "unknown field %q; %s has the fields %s", abbreviate(key), article(o.name), o.fieldNames())
 		case seen[i]:
 			return errorf(codeInvalidField, "field %s appears more than once", key)
 		}
@@ -358,13 +375,20 @@ func decodeEnum(name string, values []string, raw json.RawMessage, dst *string) 
 
 // withArticle is a JSON kind as a message says it: "a string", "null".
 func withArticle(kind string) string {
-	switch kind {
-	case "null":
+	if kind == "null" {
 		return kind
-	case "object", "array":
-		return "an " + kind
 	}
-	return "a " + kind
+	return article(kind)
+}
+
+// article puts "a" or "an" before a noun of the API's own ("an order", "a
+// PetPatch"), by its first letter: none of them starts with a silent
+// consonant or a "you" sound.
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiouAEIOU", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
 }
 
 // jsonKind names the kind of a JSON value for error messages.
@@ -480,7 +504,7 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 		case "after":
 			n, ok := parseDecimal(v)
 			if !ok {
-				return q, errorf(codeInvalidParameter, "parameter after must be a %s id: an integer from 0 to 9223372036854775807", spec.item)
+				return q, errorf(codeInvalidParameter, "parameter after must be %s id: an integer from 0 to 9223372036854775807", article(spec.item))
 			}
 			q.page.after = n
 		case "id":
@@ -509,7 +533,7 @@ func parseIDList(v, item string) ([]int64, error) {
 	for i, s := range items {
 		id, ok := parsePathID(s)
 		if !ok {
-			return nil, errorf(codeInvalidParameter, "parameter id: item %d (%q) is not a %s id; give 1 to %d ids, positive integers separated by commas, such as id=7,9,12", i+1, abbreviate(s), item, maxIDs)
+			return nil, errorf(codeInvalidParameter, "parameter id: item %d (%q) is not %s id; give 1 to %d ids, integers from 1 to 9223372036854775807 separated by commas, such as id=7,9,12", i+1, abbreviate(s), article(item), maxIDs)
 		}
 		ids = append(ids, id)
 	}

@@ -52,14 +52,17 @@ const connParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma
 // errStoreClosed is what a write returns once Close has begun.
 var errStoreClosed = errors.New("store is closed")
 
-// store keeps the data in one SQLite file. Its SQL is in the store_*.go
-// files, one per concern; handlers never see SQL or a transaction.
+// store keeps the data in one SQLite file, or in a PostgreSQL database that
+// replicas share (store_postgres.go). Its SQL is in the store_*.go files, one
+// per concern; handlers never see SQL or a transaction.
 //
 // SQLite allows one writer at a time. Rather than let concurrent writers
 // collide and fail with "database is locked", all writes go through one
 // goroutine that owns a pool of exactly one connection (see write and
-// writeLoop); reads use a separate pool whose connections are query-only and
-// run in parallel thanks to WAL.
+// writeLoop); reads use a separate pool, whose SQLite connections are
+// query-only and run in parallel thanks to WAL. PostgreSQL keeps the same
+// shape, each batch taking one advisory lock so that replicas' batches take
+// turns too (writeLock).
 type store struct {
 	dialect dialect
 	writer  *sql.DB

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 )
 
@@ -272,7 +273,15 @@ func (tx *txn) deletePet(id int64) (outcome[struct{}], error) {
 		return outcome[struct{}]{}, err
 	}
 	if n > 0 {
-		return refuse[struct{}](errorf(codePetHasOrders, "pet %d is named by %s, its sales history, so it cannot be deleted; a sold or returned pet can be given another status with PATCH instead", id, plural(n, "order")))
+		hint := "a sold or returned pet can be given another status with PATCH instead"
+		order, err := tx.placedOrderOf(id)
+		if err != nil {
+			return outcome[struct{}]{}, err
+		}
+		if order != 0 {
+			hint = fmt.Sprintf("its order %d is placed and decides its status: deliver or cancel that order (PATCH /v1/store/orders/%d)", order, order)
+		}
+		return refuse[struct{}](errorf(codePetHasOrders, "pet %d is named by %s, its sales history, so it cannot be deleted; %s", id, plural(n, "order"), hint))
 	}
 	if _, err := tx.tx.StmtContext(tx.ctx, tx.st.deletePetStmt).ExecContext(tx.ctx, id); err != nil {
 		return outcome[struct{}]{}, tx.st.failedWrite("delete pet", err)

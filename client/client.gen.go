@@ -667,9 +667,9 @@ type ClientInterface interface {
 
 	// GetPet Get a pet (deprecated)
 	//
-	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is a positive integer.
+	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 	//
-	// A `petId` that is not a positive integer is 404, like a pet that does not exist.
+	// A `petId` that is not such an integer is 404, like a pet that does not exist.
 	//
 	// Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 	//
@@ -925,9 +925,9 @@ func (c *Client) DeletePet(ctx context.Context, petId PetId, reqEditors ...Reque
 
 // GetPet Get a pet (deprecated)
 //
-// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is a positive integer.
+// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 //
-// A `petId` that is not a positive integer is 404, like a pet that does not exist.
+// A `petId` that is not such an integer is 404, like a pet that does not exist.
 //
 // Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 // Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
@@ -1904,9 +1904,9 @@ type ClientWithResponsesInterface interface {
 
 	// GetPetWithResponse Get a pet (deprecated)
 	//
-	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is a positive integer.
+	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 	//
-	// A `petId` that is not a positive integer is 404, like a pet that does not exist.
+	// A `petId` that is not such an integer is 404, like a pet that does not exist.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4002,9 +4002,9 @@ func (c *ClientWithResponses) DeletePetWithResponse(ctx context.Context, petId P
 
 // GetPetWithResponse Get a pet (deprecated)
 //
-// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is a positive integer.
+// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 //
-// A `petId` that is not a positive integer is 404, like a pet that does not exist.
+// A `petId` that is not such an integer is 404, like a pet that does not exist.
 //
 // Returns a wrapper object for the known response body format(s).
 //
