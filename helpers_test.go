@@ -772,7 +772,12 @@ func postgresBinaries() (string, error) {
 	if len(dirs) == 0 {
 		return "", errors.New("no PostgreSQL server found (initdb)")
 	}
-	slices.Sort(dirs)
+	// The newest, by version number rather than as strings (9 < 15).
+	version := func(p string) int {
+		v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(p))))
+		return v
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return version(a) - version(b) })
 	return filepath.Dir(dirs[len(dirs)-1]), nil
 }
 

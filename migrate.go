@@ -109,7 +109,13 @@ func applyMigrations(ctx context.Context, db *sql.DB, d dialect, ms []migration)
 		if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
 			return 0, 0, err
 		}
-		defer conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = ON")
+		defer func() {
+			// The writer connection lives on: it must not keep running
+			// without the checks.
+			if _, onErr := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = ON"); onErr != nil && err == nil {
+				err = fmt.Errorf("turn foreign keys back on: %w", onErr)
+			}
+		}()
 	}
 
 	tx, err := conn.BeginTx(ctx, nil)

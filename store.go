@@ -257,12 +257,15 @@ func (s *store) closeDB() error {
 	return errors.Join(s.reader.Close(), s.writer.Close())
 }
 
-// failed counts a failed database operation and returns err wrapped with
+// failed counts a failed database operation (not one a departed client
+// cancelled: that is no fault of the database) and returns err wrapped with
 // what was being done. On PostgreSQL it also marks what the error says:
 // errUnwritable (a read-only database, a full disk), errDuplicateKey (a unique
 // violation), errUnavailable (the database cannot be reached).
 func (s *store) failed(what string, err error) error {
-	s.errors.Add(1)
+	if !errors.Is(err, context.Canceled) {
+		s.errors.Add(1)
+	}
 	err = fmt.Errorf("%s: %w", what, err)
 	if s.dialect != postgresDialect {
 		return err

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,5 +93,24 @@ func TestSchemaRefusesWhatTheAPIRefuses(t *testing.T) {
 				t.Errorf("the schema accepted %v, %v, %v", tt.name, tt.category, tt.status)
 			}
 		})
+	}
+}
+
+// TestACancelledReadIsNoDatabaseError: petstore_db_errors_total counts what
+// the database failed at, not reads whose client left.
+func TestACancelledReadIsNoDatabaseError(t *testing.T) {
+	ts := newTestServer(t)
+	before := ts.Store.errorCount()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := ts.Store.ping(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ping with a cancelled context = %v, want context.Canceled", err)
+	}
+	if got := ts.Store.errorCount(); got != before {
+		t.Errorf("a cancelled read counted as a database error: %d, want %d", got, before)
+	}
+	ts.Store.failed("read", errors.New("disk I/O error"))
+	if got := ts.Store.errorCount(); got != before+1 {
+		t.Errorf("a failed read: error count %d, want %d", got, before+1)
 	}
 }
