@@ -44,6 +44,10 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "shared-secret"), 0o660); err != nil {
 		t.Fatal(err)
 	}
+	writeFile(t, filepath.Join(dir, "readable-secret"), strings.Repeat("s", 40))
+	if err := os.Chmod(filepath.Join(dir, "readable-secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	writeFile(t, filepath.Join(dir, "bad-seed.json"), `[{"name":"Rex","categoryId":1},{"name":"NoCategory"}]`)
 	writeFile(t, filepath.Join(dir, "not-json.json"), `{"name":`)
 
@@ -70,7 +74,8 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"a key file with a bad line", nil, []string{"-api-keys-file", filepath.Join(dir, "bad-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "line 1"},
 		{"a key file its group can write", nil, []string{"-api-keys-file", filepath.Join(dir, "group-writable-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "written by its group or by other users (mode 0620)"},
 		{"a key file anyone can write", nil, []string{"-api-keys-file", filepath.Join(dir, "world-writable-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "(mode 0602)"},
-		{"a missing secret file", nil, []string{"-secret-file", filepath.Join(dir, "no-secret")}, "-secret-file (PETSTORE_SECRET_FILE)", "cannot read"},
+		{"a missing secret file, named", nil, []string{"-secret-file", filepath.Join(dir, "no-secret")}, "-secret-file (PETSTORE_SECRET_FILE)", "cannot read the secret file " + filepath.Join(dir, "no-secret")},
+		{"a secret file other users can read", nil, []string{"-secret-file", filepath.Join(dir, "readable-secret")}, "-secret-file (PETSTORE_SECRET_FILE)", "read by other users (mode 0644)"},
 		{"a secret too short", map[string]string{"PETSTORE_SECRET_FILE": filepath.Join(dir, "short-secret")}, nil, "-secret-file (PETSTORE_SECRET_FILE)", "at least 32"},
 		{"a secret file its group can write", nil, []string{"-secret-file", filepath.Join(dir, "shared-secret")}, "-secret-file (PETSTORE_SECRET_FILE)", "(mode 0660)"},
 		{"a negative timeout", nil, []string{"-read-timeout", "-1s"}, "-read-timeout (PETSTORE_READ_TIMEOUT)", "negative"},
