@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/sha256"
 	"log/slog"
-	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -56,7 +55,7 @@ func limitRate(rl *rateLimiter, log *slog.Logger, next http.Handler) http.Handle
 		if wait := res.DelayFrom(now); wait > 0 {
 			// The request is refused, so it must not spend a token.
 			res.CancelAt(now)
-			seconds := int(math.Ceil(wait.Seconds()))
+			seconds := retryAfterSeconds(wait)
 			w.Header().Set("Retry-After", strconv.Itoa(seconds))
 			writeError(w, r, log, errorf(codeRateLimited, "this API key sent more than %g requests per second (bursts of %d); retry after %d s", float64(rl.limit), rl.burst, seconds))
 			return
