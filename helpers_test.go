@@ -1209,8 +1209,9 @@ func keepReading(t *testing.T, servers []*testServer, paths ...string) (stop fun
 }
 
 // sharedSecret is the secret file that the services a test starts on
-// PostgreSQL share, as a shop's replicas do (-secret-file is required there),
-// written once per test binary.
+// PostgreSQL share when a test names none (replicas may share a file, or
+// read the secret the database keeps: see secret_test.go), written once per
+// test binary.
 var sharedSecret struct {
 	once sync.Once
 	path string

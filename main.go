@@ -102,6 +102,16 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		log.Warn("the database file can be read by other users than its owner; chmod 600 it (and its -wal and -shm files)",
 			"db", cfg.dbPath, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
+	if cfg.secretInDB {
+		// Every replica reads the one secret the database holds, so that
+		// they all give a key the same identity.
+		if cfg.secret, err = st.storedSecret(ctx); err != nil {
+			return &configError{settingName("secret-file"), err.Error()}
+		}
+		if keys, err = loadKeyring(cfg.apiKeys, cfg.apiKeysFile, cfg.secret); err != nil {
+			return err
+		}
+	}
 	if st.schemaFrom != st.schemaVersion {
 		log.Info("database schema migrated", "db", redactDB(cfg.dbPath), "from", st.schemaFrom, "to", st.schemaVersion)
 	}
