@@ -137,7 +137,9 @@ func usage(fs *flag.FlagSet) {
 		"Every flag can also be set by its variable; a flag wins over its variable.\n"+
 		"API keys also come from PETSTORE_API_KEYS (comma-separated); with none at all, a key is generated, kept beside\n"+
 		"the database file (a new one per run for :memory:) and printed at start (with -log-format json, only its file).\n"+
-		"On PostgreSQL (-db postgres://...) keys must be configured: every replica must accept the same ones.\n\n")
+		"On PostgreSQL (-db postgres://...) keys must be configured: every replica must accept the same ones.\n"+
+		"More, in the repository: every setting in docs/configuration.md, keys and the secret in docs/keys.md,\n"+
+		"replicas on PostgreSQL in docs/scaling.md, production (systemd, backups, metrics) in docs/operations.md.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "flag\tvariable\tdefault\tmeaning")
 	fs.VisitAll(func(f *flag.Flag) {

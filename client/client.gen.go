@@ -733,7 +733,7 @@ type ClientInterface interface {
 
 	// PlaceOrderWithBody Place an order
 	//
-	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
@@ -744,7 +744,7 @@ type ClientInterface interface {
 
 	// PlaceOrder Place an order
 	//
-	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
@@ -1050,7 +1050,7 @@ func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEd
 
 // PlaceOrderWithBody Place an order
 //
-// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
@@ -1071,7 +1071,7 @@ func (c *Client) PlaceOrderWithBody(ctx context.Context, params *PlaceOrderParam
 
 // PlaceOrder Place an order
 //
-// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
@@ -1976,7 +1976,7 @@ type ClientWithResponsesInterface interface {
 
 	// PlaceOrderWithBodyWithResponse Place an order
 	//
-	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
@@ -1987,7 +1987,7 @@ type ClientWithResponsesInterface interface {
 
 	// PlaceOrderWithResponse Place an order
 	//
-	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
@@ -4110,7 +4110,7 @@ func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params
 
 // PlaceOrderWithBodyWithResponse Place an order
 //
-// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
@@ -4127,7 +4127,7 @@ func (c *ClientWithResponses) PlaceOrderWithBodyWithResponse(ctx context.Context
 
 // PlaceOrderWithResponse Place an order
 //
-// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
