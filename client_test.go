@@ -260,7 +260,7 @@ func answered(t *testing.T, what string, res interface {
 }
 
 // TestGeneratedClientIsUpToDate regenerates the client from the document the
-// service serves, exactly as README.md shows, and fails when the committed
+// service serves, exactly as docs/api.md shows, and fails when the committed
 // client differs: run `go generate` after changing openapi.json.
 func TestGeneratedClientIsUpToDate(t *testing.T) {
 	ts := newTestServer(t)

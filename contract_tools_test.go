@@ -19,7 +19,7 @@ import (
 
 // The third-party OpenAPI tools that CI runs against the document and the
 // real binary, pinned by contract/package-lock.json and installed there by
-// .ci/run with npm ci (see README.md, "API document and clients").
+// .ci/run with npm ci (see docs/development.md, "The contract tools").
 
 // contractToolsKey is the API key of the binaries the tools talk to.
 const contractToolsKey = "contract-tools-key-0123456789"

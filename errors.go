@@ -14,7 +14,8 @@ import (
 )
 
 // The error codes the API uses in the "code" field. This is the whole set;
-// the README lists them, and a client may switch on them.
+// docs/api.md lists them (a test holds it to this block), and a client may
+// switch on them.
 const (
 	codeUnauthorized         = "unauthorized"
 	codeInvalidBody          = "invalid_body"

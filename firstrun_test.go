@@ -309,7 +309,7 @@ func TestDescribeBuild(t *testing.T) {
 		{
 			"go run records no revision, and the output says why",
 			&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "petstore", Version: "(devel)"}},
-			"petstore (devel), no VCS revision recorded (go run, or not built by the README's build command in a git clone), go1.26.8",
+			"petstore (devel), no VCS revision recorded (go run, or not built by the build command of docs/operations.md in a git clone), go1.26.8",
 		},
 	}
 	for _, tt := range tests {

@@ -234,8 +234,8 @@ var testBinary struct {
 	err  error
 }
 
-// buildCommand is the README's build command, word for word (a test holds
-// the README and deploy/petstore.service to it): the binary the tests run is
+// buildCommand is the build command of docs/operations.md, word for word (a test holds
+// the guide and deploy/petstore.service to it): the binary the tests run is
 // built exactly as the one that ships.
 const buildCommand = "CGO_ENABLED=0 go build -trimpath -buildvcs=true -o petstore ."
 

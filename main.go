@@ -1,6 +1,6 @@
 // Command petstore serves a store's catalogue of animals over a JSON HTTP
 // API, kept in one SQLite file, or in PostgreSQL for several replicas. See
-// README.md for how to run it.
+// README.md for how to run it, and docs/ for the rest.
 package main
 
 import (
@@ -254,7 +254,7 @@ func printVersion(stdout io.Writer) error {
 // describeBuild says which build bi is: the module version, the VCS
 // revision with its commit time (and whether the tree had uncommitted
 // changes), and the Go release. The go command records the revision only in
-// `go build` from a git clone (see the README's build command); `go run`
+// `go build` from a git clone (see the build command of docs/operations.md); `go run`
 // records none, and says "(devel)" for the version.
 func describeBuild(bi *debug.BuildInfo) string {
 	if bi == nil {
@@ -275,7 +275,7 @@ func describeBuild(bi *debug.BuildInfo) string {
 			b.WriteString(" with uncommitted changes")
 		}
 	} else {
-		b.WriteString(", no VCS revision recorded (go run, or not built by the README's build command in a git clone)")
+		b.WriteString(", no VCS revision recorded (go run, or not built by the build command of docs/operations.md in a git clone)")
 	}
 	fmt.Fprintf(&b, ", %s", bi.GoVersion)
 	return b.String()
