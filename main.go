@@ -88,10 +88,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr io.Writer) error {
 	log := newLogger(cfg.logFormat, stderr)
 	keys := cfg.keys
-	if keys.configured() && len(keys.keys().entries) == 0 {
-		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
-	}
-	warnShortKeys(log, keys)
 
 	st, err := openStore(ctx, cfg.dbPath, cfg.dbMaxConns)
 	if err != nil {
@@ -112,6 +108,12 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 			return err
 		}
 	}
+	// Warned once the keys are under their secret: an unlabelled key is
+	// named by its identity.
+	if keys.configured() && len(keys.keys().entries) == 0 {
+		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
+	}
+	warnShortKeys(log, keys)
 	if st.schemaFrom != st.schemaVersion {
 		log.Info("database schema migrated", "db", redactDB(cfg.dbPath), "from", st.schemaFrom, "to", st.schemaVersion)
 	}
