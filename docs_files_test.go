@@ -388,3 +388,25 @@ func TestTheREADMETourRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestGuidesNamedByTheProgramExist follows the guides that -h and the
+// reference page send a reader to: each names a file of docs/.
+func TestGuidesNamedByTheProgramExist(t *testing.T) {
+	var help bytes.Buffer
+	run(t.Context(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), &bytes.Buffer{}, &help)
+	named := map[string][]string{
+		"-h":                   regexp.MustCompile(`docs/[a-z]+\.md`).FindAllString(help.String(), -1),
+		"reference/index.html": regexp.MustCompile(`/docs/\{\{version\}\}/([a-z]+\.md)`).FindAllString(readFile(t, "reference/index.html"), -1),
+	}
+	for where, guides := range named {
+		if len(guides) == 0 {
+			t.Errorf("%s names no guide of docs/", where)
+		}
+		for _, g := range guides {
+			file := filepath.Join("docs", filepath.Base(g))
+			if _, err := os.Stat(file); err != nil {
+				t.Errorf("%s names %s: %v", where, g, err)
+			}
+		}
+	}
+}
