@@ -46,6 +46,7 @@ type config struct {
 	maxHeaderBytes    int
 	maxConns          int // open connections at once; 0 in the flag means the default for the file limit
 	limits            limits
+	events            feedConfig
 
 	keys   keyring  // loaded from apiKeys and apiKeysFile
 	secret []byte   // loaded from secretFile, or the file next to the database
@@ -71,6 +72,29 @@ const (
 	defaultMaxBodyMemory = 32 << 20
 	minMaxBodyMemory     = 2 << 20
 )
+
+// The defaults of the event feed's settings.
+const (
+	defaultEventsRetention  = 720 * time.Hour
+	defaultEventsHeartbeat  = 15 * time.Second
+	defaultEventsMaxStreams = 100
+)
+
+// defaultFeedConfig is the feed's settings when none is given.
+var defaultFeedConfig = feedConfig{retention: defaultEventsRetention, heartbeat: defaultEventsHeartbeat, maxStreams: defaultEventsMaxStreams}
+
+// check refuses feed settings that cannot work.
+func (c feedConfig) check() error {
+	switch {
+	case c.retention < time.Second:
+		return &configError{settingName("events-retention"), fmt.Sprintf("%v is too short; keep events at least 1s (the default is 720h, 30 days)", c.retention)}
+	case c.heartbeat < 100*time.Millisecond || c.heartbeat > time.Hour:
+		return &configError{settingName("events-heartbeat"), fmt.Sprintf("%v is out of range; from 100ms to 1h (proxies close connections silent for a minute or more)", c.heartbeat)}
+	case c.maxStreams < 1:
+		return &configError{settingName("events-max-streams"), fmt.Sprintf("%d is not positive; a key needs at least one stream", c.maxStreams)}
+	}
+	return nil
+}
 
 // envPrefix starts the name of every variable; the rest is the flag's name
 // in upper case with '-' as '_' (-read-timeout is PETSTORE_READ_TIMEOUT).
@@ -117,6 +141,9 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.limits.authFailures, "auth-failure-limit", defaultAuthFailures, "requests without a valid API key allowed a minute per client address, in bursts of as many; past it, 429 with Retry-After; 0 turns the limit off")
 	fs.StringVar(&cfg.trustedProxies, "trusted-proxies", "", "comma-separated addresses and CIDR blocks of the proxies whose X-Forwarded-For names the client address")
 	fs.Int64Var(&cfg.limits.maxBodyMemory, "max-body-memory", defaultMaxBodyMemory, "bytes of request bodies held in memory at once, by all requests together; past it, 503 with Retry-After")
+	fs.DurationVar(&cfg.events.retention, "events-retention", defaultEventsRetention, "how long events are kept in the change feed (GET /v1/events); a cursor older than that gets 410")
+	fs.DurationVar(&cfg.events.heartbeat, "events-heartbeat", defaultEventsHeartbeat, "silence after which an event stream sends a keep-alive comment (or a bookmark)")
+	fs.IntVar(&cfg.events.maxStreams, "events-max-streams", defaultEventsMaxStreams, "event streams one API key may hold open at once; past it, 429")
 	fs.Usage = func() { usage(fs) }
 	return fs
 }
@@ -242,6 +269,9 @@ func (cfg *config) check() error {
 		return &configError{settingName("idempotency-ttl"), fmt.Sprintf("%v is not positive; keys must be kept for some time, such as 24h", cfg.limits.idempotencyTTL)}
 	}
 	if err := cfg.limits.checkRate(); err != nil {
+		return err
+	}
+	if err := cfg.events.check(); err != nil {
 		return err
 	}
 	if isPostgresURL(cfg.dbPath) && cfg.secretFile == "" {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"modernc.org/sqlite" // registers the pure-Go "sqlite" driver; the binary stays CGO-free
 	sqlite3 "modernc.org/sqlite/lib"
@@ -24,6 +25,33 @@ type notFoundError struct {
 }
 
 func (e *notFoundError) Error() string { return fmt.Sprintf("no %s has id %d", e.what, e.id) }
+
+// refusalReason is why the data refused a write.
+type refusalReason int
+
+const (
+	petHasOpenOrder   refusalReason = iota + 1 // a pet's status changed while its order is placed
+	petHasOrders                               // a pet deleted that orders name
+	unknownPet                                 // an order for a pet that does not exist
+	petNotAvailable                            // an order for a pet that is not available
+	invalidTransition                          // an order moved to a status it cannot take
+)
+
+// refusal is a write that the data refused, with what the refusal concerns.
+// It says what is so, in the store's terms; errors.go turns it into a
+// message and a code for the client.
+type refusal struct {
+	reason  refusalReason
+	petID   int64
+	orderID int64  // the order concerned (for a pet, its placed order), 0 when none
+	status  string // the current status of the pet or order concerned
+	to      string // the status an order was asked to take
+	orders  int64  // how many orders name the pet
+}
+
+func (e *refusal) Error() string {
+	return fmt.Sprintf("refused (reason %d): pet %d, order %d, status %q, to %q, %d orders", e.reason, e.petID, e.orderID, e.status, e.to, e.orders)
+}
 
 // errUnwritable marks a write that failed because the database cannot be
 // written at the moment (disk full, file or file system read-only, I/O
@@ -77,7 +105,10 @@ type store struct {
 	listByState      *sql.Stmt
 	listByID         *sql.Stmt
 	listByIDAndState *sql.Stmt
+	hasPets          *sql.Stmt
 	orderStmts       orderStatements
+	eventStmts       eventStatements
+	idemStmts        idempotencyStatements
 	savepoint        *sql.Stmt
 	release          *sql.Stmt
 	rollbackTo       *sql.Stmt
@@ -90,6 +121,10 @@ type store struct {
 	// generations tell the response caches what a commit changed (see
 	// cache.go).
 	generations generations
+	// events wakes the feed's streams when a batch commits events.
+	events *eventSignal
+	// now stamps the events; the writer reads it once per job.
+	now func() time.Time
 
 	jobs      chan *writeJob
 	quit      chan struct{} // closed by Close: the writer stops taking jobs
@@ -173,6 +208,8 @@ func newStore(ctx context.Context, d dialect, name string, writer, reader *sql.D
 		dialect: d,
 		writer:  writer,
 		reader:  reader,
+		events:  newEventSignal(),
+		now:     time.Now,
 		jobs:    make(chan *writeJob, maxBatch),
 		quit:    make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -204,6 +241,7 @@ func (s *store) prepare(ctx context.Context) error {
 		{s.writer, &s.selectPetTx, sqlSelectPet},
 		{s.writer, &s.updatePetStmt, sqlUpdatePet},
 		{s.writer, &s.deletePetStmt, sqlDeletePet},
+		{s.writer, &s.hasPets, sqlHasPets},
 		{s.reader, &s.listAll, sqlListPets},
 		{s.reader, &s.listByState, sqlListPetsByStatus},
 		{s.reader, &s.listByID, s.dialect.listPetsByID(false)},
@@ -216,6 +254,21 @@ func (s *store) prepare(ctx context.Context) error {
 		{s.writer, &s.orderStmts.settlePet, sqlSettlePet},
 		{s.writer, &s.orderStmts.placedOf, sqlPlacedOrderOf},
 		{s.writer, &s.orderStmts.countOf, sqlCountOrdersOf},
+		{s.writer, &s.orderStmts.petStatusOf, sqlPetStatusOfOne},
+		{s.reader, &s.idemStmts.lookup, sqlLookupIdempotencyKey},
+		{s.writer, &s.idemStmts.lookupTx, sqlLookupIdempotencyKey},
+		{s.writer, &s.idemStmts.record, sqlRecordIdempotencyKey},
+		{s.writer, &s.idemStmts.prune, sqlPruneIdempotencyKeys},
+		{s.writer, &s.eventStmts.insert, sqlInsertEvent},
+		{s.reader, &s.eventStmts.list, sqlListEvents},
+		{s.reader, &s.eventStmts.listOfTypes, s.dialect.listEventsOfTypes()},
+		{s.reader, &s.eventStmts.end, sqlEventsEnd},
+		{s.writer, &s.eventStmts.prunable, sqlPrunableEvents},
+		{s.writer, &s.eventStmts.prune, sqlPruneEvents},
+		{s.writer, &s.eventStmts.markPruned, sqlMarkPruned},
+		{s.writer, &s.eventStmts.insertTicket, sqlInsertTicket},
+		{s.writer, &s.eventStmts.takeTicket, sqlTakeTicket},
+		{s.writer, &s.eventStmts.pruneTickets, sqlPruneTickets},
 		{s.reader, &s.orderStmts.list, sqlListOrders},
 		{s.reader, &s.orderStmts.listByState, sqlListOrdersByStatus},
 		{s.writer, &s.savepoint, "SAVEPOINT job"},
