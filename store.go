@@ -126,6 +126,11 @@ type store struct {
 	// now stamps the events; the writer reads it once per job.
 	now func() time.Time
 
+	// background is the store's own goroutines besides the writer (the
+	// PostgreSQL event listener), stopped by stopBackground.
+	background     sync.WaitGroup
+	stopBackground context.CancelFunc
+
 	jobs      chan *writeJob
 	quit      chan struct{} // closed by Close: the writer stops taking jobs
 	stopped   chan struct{} // closed by the writer once it has stopped
@@ -296,6 +301,10 @@ func (s *store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
 		<-s.stopped
+		if s.stopBackground != nil {
+			s.stopBackground()
+		}
+		s.background.Wait()
 		s.generations.invalidateAll()
 		err = s.closeDB()
 	})
