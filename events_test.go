@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -714,5 +715,135 @@ func TestEveryWriteRecordsEachRowItChanges(t *testing.T) {
 	}
 	if diff := cmp.Diff(normal(after), normal(replayed), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("the rows after the writes differ from the rows before with the changes recorded applied (-stored +replayed):\n%s", diff)
+	}
+}
+
+// checkFeedMatchesTables checks, in the database at dbPath as a separate
+// process would see it after a crash, that the events and the tables agree:
+// replaying every event's data over an empty catalogue gives exactly the
+// pets and orders stored. So every change that committed has its event, and
+// no event describes a change that did not commit.
+func checkFeedMatchesTables(t *testing.T, round int, dbPath string) {
+	t.Helper()
+	db := openDB(t, dbPath)
+	replayed := map[string]string{}
+	rows, err := db.QueryContext(t.Context(), "SELECT type, subject, data FROM events ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var typ, subject, data string
+		if err := rows.Scan(&typ, &subject, &data); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if typ == eventPetDeleted {
+			delete(replayed, subject)
+			continue
+		}
+		replayed[subject] = data
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]string{}
+	pets, err := db.QueryContext(t.Context(), "SELECT "+petColumns+" FROM pets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pets.Close()
+	for pets.Next() {
+		var p Pet
+		if err := scanPet(pets, &p); err != nil {
+			t.Fatal(err)
+		}
+		stored[petsResource.pathOf(p.ID)] = string(appendPet(nil, p))
+	}
+	orders, err := db.QueryContext(t.Context(), "SELECT "+orderColumns+" FROM orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orders.Close()
+	for orders.Next() {
+		var o Order
+		if err := scanOrder(orders, &o); err != nil {
+			t.Fatal(err)
+		}
+		stored[ordersResource.pathOf(o.ID)] = string(appendOrder(nil, o))
+	}
+	if diff := cmp.Diff(stored, replayed); diff != "" {
+		t.Errorf("round %d: the rows stored and the rows the %d events replay to differ (-stored +replayed):\n%s", round, n, diff)
+	}
+}
+
+func TestStreamsOnTwoReplicasSeeTheSameEvents(t *testing.T) {
+	rs, _ := replicas(t, 2)
+	var streams []*sseStream
+	for _, r := range rs {
+		s, res := openStream(t, r.URL, "?after=0", nil)
+		if res.Status != 200 {
+			t.Fatalf("open: %d %s", res.Status, res.Body)
+		}
+		streams = append(streams, s)
+	}
+	const perWriter = 40
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Go(func() {
+			for j := range perWriter {
+				res, err := http.DefaultClient.Do(newRequest(t, r.URL, "POST", "/v1/pets", fmt.Sprintf(`{"name":"r%d-%d","categoryId":1}`, i, j), nil))
+				if err == nil {
+					res.Body.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var seqs [][]string
+	for _, s := range streams {
+		var ids []string
+		for len(ids) < 2*perWriter {
+			ids = append(ids, s.nextEvent(t).ID)
+		}
+		seqs = append(seqs, ids)
+	}
+	if diff := cmp.Diff(seqs[0], seqs[1]); diff != "" {
+		t.Errorf("the two replicas' streams differ (-first +second):\n%s", diff)
+	}
+	stored := eventsAfter(t, rs[0], 0)
+	if len(stored) != 2*perWriter {
+		t.Errorf("the feed holds %d events, want %d", len(stored), 2*perWriter)
+	}
+}
+
+func TestStreamOutlivesTheServerTimeoutsAndEndsAtShutdown(t *testing.T) {
+	rs := startRun(t, map[string]string{
+		"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": filepath.Join(t.TempDir(), "pets.db"), "PETSTORE_API_KEYS": testKey,
+		"PETSTORE_WRITE_TIMEOUT": "200ms", "PETSTORE_READ_TIMEOUT": "200ms", "PETSTORE_EVENTS_HEARTBEAT": "100ms", "PETSTORE_LOG_FORMAT": "json",
+	})
+	s, res := openStream(t, rs.URL, "", nil)
+	if res.Status != 200 {
+		t.Fatalf("open: %d %s", res.Status, res.Body)
+	}
+	// Ten heartbeats take a second at least: five times the write and read
+	// timeouts, which would have cut a stream that kept the server's.
+	for range 10 {
+		if f := s.next(t); f.Comment != "keep-alive" && f.Retry == "" {
+			t.Fatalf("frame %+v, want keep-alives", f)
+		}
+	}
+	if err := rs.stop(t); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	// The stream ended with the drain, which finished in time.
+	for range s.frames {
+	}
+	if got := rs.Stderr.find(t, "WARN", "drain timed out; closing the remaining connections"); len(got) > 0 {
+		t.Errorf("the drain timed out with a stream open: %v", got)
+	}
+	if got := rs.Stderr.find(t, "INFO", "stopped"); len(got) != 1 {
+		t.Errorf("no clean stop logged; stderr:\n%s", rs.Stderr)
 	}
 }
