@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -350,30 +349,6 @@ func checkAddr(addr string) error {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("%q has port %q; a port is a number from 0 to 65535", addr, port)
 	}
-	return nil
-}
-
-// checkDBPath makes sure the database file can be created or opened: its
-// directory exists and accepts a new file.
-func checkDBPath(path string) error {
-	switch {
-	case path == "":
-		return errors.New("the database path is empty")
-	case path == memoryDB:
-		return nil
-	case strings.ContainsAny(path, "?#"):
-		return fmt.Errorf("%q: the path must not contain '?' or '#'", path)
-	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return fmt.Errorf("%q is a directory, not a database file", path)
-	}
-	dir := filepath.Dir(path)
-	probe, err := os.CreateTemp(dir, ".petstore-probe-*")
-	if err != nil {
-		return fmt.Errorf("cannot create files in directory %q: %v", dir, errors.Unwrap(err))
-	}
-	probe.Close()
-	os.Remove(probe.Name())
 	return nil
 }
 

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	_ "embed"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -178,7 +180,7 @@ func openSQLite(ctx context.Context, path string) (*store, error) {
 		// apply, so the journal is in memory too). The random name keeps two
 		// stores in one process apart; the database lives as long as one
 		// connection to it is open.
-		dsn = "file:/petstore-" + generateKey() + "?vfs=memdb&" + connParams
+		dsn = "file:/petstore-" + rand.Text() + "?vfs=memdb&" + connParams
 	}
 	writer, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -409,4 +411,28 @@ func (s *store) readContext(ctx context.Context) (context.Context, context.Cance
 		return context.WithTimeout(ctx, pgQueryTimeout)
 	}
 	return context.WithoutCancel(ctx), func() {}
+}
+
+// checkDBPath makes sure the database file can be created or opened: its
+// directory exists and accepts a new file.
+func checkDBPath(path string) error {
+	switch {
+	case path == "":
+		return errors.New("the database path is empty")
+	case path == memoryDB:
+		return nil
+	case strings.ContainsAny(path, "?#"):
+		return fmt.Errorf("%q: the path must not contain '?' or '#'", path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%q is a directory, not a database file", path)
+	}
+	dir := filepath.Dir(path)
+	probe, err := os.CreateTemp(dir, ".petstore-probe-*")
+	if err != nil {
+		return fmt.Errorf("cannot create files in directory %q: %v", dir, errors.Unwrap(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
 }
