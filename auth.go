@@ -281,6 +281,36 @@ type authGuard struct {
 	failures func(answer string) // counts a failure by how it was answered
 }
 
+// refuse answers a request without valid credentials with e, or with 429
+// once its address has failed too often (see authThrottle), and marks it so
+// that the access log samples such lines.
+func (guard authGuard) refuse(w http.ResponseWriter, r *http.Request, log *slog.Logger, e *apiError, wwwAuthenticate string) {
+	addr := clientAddr(r, guard.proxies)
+	if info := requestInfoFrom(r.Context()); info != nil {
+		info.authFailed, info.client = true, addr.String()
+	}
+	if wait := guard.throttle.fail(addr); wait > 0 {
+		guard.failures("throttled")
+		seconds := retryAfterSeconds(wait)
+		w.Header().Set("Retry-After", strconv.Itoa(seconds))
+		writeError(w, r, log, errorf(codeRateLimited, "too many requests without a valid API key came from your address; retry after %d s with a valid key", seconds))
+		return
+	}
+	guard.failures(e.Code)
+	if wwwAuthenticate != "" {
+		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
+	}
+	writeError(w, r, log, e)
+}
+
+// admit passes a request whose caller is entry on to next.
+func admit(w http.ResponseWriter, r *http.Request, entry keyEntry, next http.Handler) {
+	if info := requestInfoFrom(r.Context()); info != nil {
+		info.caller = entry.label
+	}
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, entry.id)))
+}
+
 // requireKey lets a request through to next only when it carries one of the
 // keys of kr. It runs before anything else looks at the request, so a caller
 // without a key learns nothing (not even whether a pet exists). The key is
@@ -290,25 +320,7 @@ type authGuard struct {
 // marked so that the access log samples such lines.
 func requireKey(kr keyring, guard authGuard, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := requestInfoFrom(r.Context())
-		refuse := func(e *apiError, wwwAuthenticate string) {
-			addr := clientAddr(r, guard.proxies)
-			if info != nil {
-				info.authFailed, info.client = true, addr.String()
-			}
-			if wait := guard.throttle.fail(addr); wait > 0 {
-				guard.failures("throttled")
-				seconds := retryAfterSeconds(wait)
-				w.Header().Set("Retry-After", strconv.Itoa(seconds))
-				writeError(w, r, log, errorf(codeRateLimited, "too many requests without a valid API key came from your address; retry after %d s with a valid key", seconds))
-				return
-			}
-			guard.failures(e.Code)
-			if wwwAuthenticate != "" {
-				w.Header().Set("WWW-Authenticate", wwwAuthenticate)
-			}
-			writeError(w, r, log, e)
-		}
+		refuse := func(e *apiError, wwwAuthenticate string) { guard.refuse(w, r, log, e, wwwAuthenticate) }
 		if n := len(r.Header.Values("Authorization")); n > 1 {
 			// One proxy may read the first, another the last: whichever
 			// this service chose, something in front of it could
@@ -321,10 +333,7 @@ func requireKey(kr keyring, guard authGuard, log *slog.Logger, next http.Handler
 		token, isBearer := bearerToken(header)
 		if isBearer && token != "" {
 			if entry, ok := kr.keys().match(token); ok {
-				if info != nil {
-					info.caller = entry.label
-				}
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, entry.id)))
+				admit(w, r, entry, next)
 				return
 			}
 		}

@@ -126,7 +126,7 @@ func BenchmarkCreate(b *testing.B) {
 // the network: what the service adds to net/http for its cheapest requests.
 func BenchmarkHandlerChain(b *testing.B) {
 	st := benchStore(b, 1000)
-	h := newServer(slogTo(io.Discard), staticKeyring(testKey), st, newMetrics(st), time.Now, limits{idempotencyTTL: time.Hour})
+	h := newServer(slogTo(io.Discard), staticKeyring(testKey), st, newMetrics(st), newFeed(slogTo(io.Discard), st, defaultFeedConfig, time.Now), time.Now, limits{idempotencyTTL: time.Hour})
 	for _, path := range []string{"/v1/pets?limit=20", "/v1/pets/7"} {
 		b.Run(path, func(b *testing.B) {
 			req := httptest.NewRequest("GET", path, nil)

@@ -72,15 +72,6 @@ const defaultSlotBytes = 1 << 10
 // the cacheEntry itself (112 bytes) rounded up to its allocation.
 const entryOverhead = 128
 
-// resource names a kind of row the API serves; each has its generations.
-type resource int
-
-const (
-	petsResource resource = iota
-	ordersResource
-	numResources
-)
-
 // itemShards is how many counters track changes by id. A change to one pet
 // drops the cached answers of the pets in its shard only (1 in 256), not
 // every cached pet.

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -46,6 +45,7 @@ type config struct {
 	maxHeaderBytes    int
 	maxConns          int // open connections at once; 0 in the flag means the default for the file limit
 	limits            limits
+	events            feedConfig
 
 	keys   keyring // loaded from apiKeys and apiKeysFile
 	secret []byte  // loaded from secretFile, or the file next to the database; nil while secretInDB
@@ -74,6 +74,29 @@ const (
 	defaultMaxBodyMemory = 32 << 20
 	minMaxBodyMemory     = 2 << 20
 )
+
+// The defaults of the event feed's settings.
+const (
+	defaultEventsRetention  = 720 * time.Hour
+	defaultEventsHeartbeat  = 15 * time.Second
+	defaultEventsMaxStreams = 100
+)
+
+// defaultFeedConfig is the feed's settings when none is given.
+var defaultFeedConfig = feedConfig{retention: defaultEventsRetention, heartbeat: defaultEventsHeartbeat, maxStreams: defaultEventsMaxStreams}
+
+// check refuses feed settings that cannot work.
+func (c feedConfig) check() error {
+	switch {
+	case c.retention < time.Second:
+		return &configError{settingName("events-retention"), fmt.Sprintf("%v is too short; keep events at least 1s (the default is 720h, 30 days)", c.retention)}
+	case c.heartbeat < 100*time.Millisecond || c.heartbeat > time.Hour:
+		return &configError{settingName("events-heartbeat"), fmt.Sprintf("%v is out of range; from 100ms to 1h (proxies close connections silent for a minute or more)", c.heartbeat)}
+	case c.maxStreams < 1:
+		return &configError{settingName("events-max-streams"), fmt.Sprintf("%d is not positive; a key needs at least one stream", c.maxStreams)}
+	}
+	return nil
+}
 
 // envPrefix starts the name of every variable; the rest is the flag's name
 // in upper case with '-' as '_' (-read-timeout is PETSTORE_READ_TIMEOUT).
@@ -120,6 +143,9 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.limits.authFailures, "auth-failure-limit", defaultAuthFailures, "requests without a valid API key allowed a minute per client address, in bursts of as many; past it, 429 with Retry-After; 0 turns the limit off")
 	fs.StringVar(&cfg.trustedProxies, "trusted-proxies", "", "comma-separated addresses and CIDR blocks of the proxies whose X-Forwarded-For names the client address")
 	fs.Int64Var(&cfg.limits.maxBodyMemory, "max-body-memory", defaultMaxBodyMemory, "bytes of request bodies held in memory at once, by all requests together; past it, 503 with Retry-After")
+	fs.DurationVar(&cfg.events.retention, "events-retention", defaultEventsRetention, "how long events are kept in the change feed (GET /v1/events); a cursor older than that gets 410")
+	fs.DurationVar(&cfg.events.heartbeat, "events-heartbeat", defaultEventsHeartbeat, "silence after which an event stream sends a keep-alive comment (or a bookmark)")
+	fs.IntVar(&cfg.events.maxStreams, "events-max-streams", defaultEventsMaxStreams, "event streams one API key may hold open at once; past it, 429")
 	fs.Usage = func() { usage(fs) }
 	return fs
 }
@@ -139,7 +165,8 @@ func usage(fs *flag.FlagSet) {
 		"the database file (a new one per run for :memory:) and printed at start (with -log-format json, only its file).\n"+
 		"On PostgreSQL (-db postgres://...) keys must be configured: every replica must accept the same ones.\n"+
 		"More, in the repository: every setting in docs/configuration.md, keys and the secret in docs/keys.md,\n"+
-		"replicas on PostgreSQL in docs/scaling.md, production (systemd, backups, metrics) in docs/operations.md.\n\n")
+		"the change feed in docs/events.md, replicas on PostgreSQL in docs/scaling.md, production (systemd,\n"+
+		"backups, metrics) in docs/operations.md.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "flag\tvariable\tdefault\tmeaning")
 	fs.VisitAll(func(f *flag.Flag) {
@@ -249,6 +276,9 @@ func (cfg *config) check() error {
 	if err := cfg.limits.checkRate(); err != nil {
 		return err
 	}
+	if err := cfg.events.check(); err != nil {
+		return err
+	}
 	var secret []byte
 	if isPostgresURL(cfg.dbPath) && cfg.secretFile == "" {
 		// There is no file beside a URL: every replica reads the one
@@ -329,30 +359,6 @@ func checkAddr(addr string) error {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("%q has port %q; a port is a number from 0 to 65535", addr, port)
 	}
-	return nil
-}
-
-// checkDBPath makes sure the database file can be created or opened: its
-// directory exists and accepts a new file.
-func checkDBPath(path string) error {
-	switch {
-	case path == "":
-		return errors.New("the database path is empty")
-	case path == memoryDB:
-		return nil
-	case strings.ContainsAny(path, "?#"):
-		return fmt.Errorf("%q: the path must not contain '?' or '#'", path)
-	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return fmt.Errorf("%q is a directory, not a database file", path)
-	}
-	dir := filepath.Dir(path)
-	probe, err := os.CreateTemp(dir, ".petstore-probe-*")
-	if err != nil {
-		return fmt.Errorf("cannot create files in directory %q: %v", dir, errors.Unwrap(err))
-	}
-	probe.Close()
-	os.Remove(probe.Name())
 	return nil
 }
 

@@ -153,6 +153,7 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 		if got := integrityCheck(t, dbPath); got != "ok" {
 			t.Fatalf("round %d: PRAGMA integrity_check after SIGKILL = %q, want ok", round, got)
 		}
+		checkFeedMatchesTables(t, round, dbPath)
 
 		url = startBinary(t, bin, env...).URL
 		now := listAll[Pet](t, url, "/v1/pets?limit=100", nil, nil)
@@ -368,6 +369,7 @@ func TestSIGKILLKeepsTheCatalogueAndOrdersInAgreement(t *testing.T) {
 		wg.Wait()
 		svc.Cmd.Wait()
 		checkStoreInvariants(t, round, dbPath, acks)
+		checkFeedMatchesTables(t, round, dbPath)
 	}
 	t.Logf("%d acknowledged order changes checked over %d kills", len(acks), rounds)
 }

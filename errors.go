@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
+	"strconv"
 	"strings"
 )
 
@@ -25,6 +26,7 @@ const (
 	codeNotFound             = "not_found"
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeGone                 = "gone"
+	codeCursorExpired        = "cursor_expired"
 	codePayloadTooLarge      = "payload_too_large"
 	codeUnsupportedMediaType = "unsupported_media_type"
 	codeInternal             = "internal"
@@ -51,7 +53,7 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case codeGone:
+	case codeGone, codeCursorExpired:
 		return http.StatusGone
 	case codePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
@@ -99,6 +101,9 @@ func apiErrorOf(err error) *apiError {
 	if nf, ok := errors.AsType[*notFoundError](err); ok {
 		return errorf(codeNotFound, "%s", nf.Error())
 	}
+	if rf, ok := errors.AsType[*refusal](err); ok {
+		return refusalError(rf)
+	}
 	switch {
 	case errors.Is(err, errUnwritable):
 		return errorf(codeUnavailable, "the change was not stored: the database cannot be written right now (disk full or read-only storage); reads still work; retry later")
@@ -106,6 +111,37 @@ func apiErrorOf(err error) *apiError {
 		return errorf(codeUnavailable, "the database did not answer, so the request may not have been carried out; retry it in a few seconds (a create with the same Idempotency-Key is never carried out twice)")
 	}
 	return nil
+}
+
+// refusalError says what the data's refusal of a write means to a client,
+// and what the client can do about it.
+func refusalError(rf *refusal) *apiError {
+	switch rf.reason {
+	case petHasOpenOrder:
+		return errorf(codePetHasOpenOrder, "pet %d has order %d placed, so its status (%s) follows that order: deliver or cancel the order (PATCH %s) instead; its name and category can change",
+			rf.petID, rf.orderID, rf.status, ordersResource.pathOf(rf.orderID))
+	case petHasOrders:
+		hint := "a sold or returned pet can be given another status with PATCH instead"
+		if rf.orderID != 0 {
+			hint = fmt.Sprintf("its order %d is placed and decides its status: deliver or cancel that order (PATCH %s)", rf.orderID, ordersResource.pathOf(rf.orderID))
+		}
+		return errorf(codePetHasOrders, "pet %d is named by %s, its sales history, so it cannot be deleted; %s", rf.petID, plural(rf.orders, "order"), hint)
+	case unknownPet:
+		return errorf(codeUnknownPet, "no pet has id %d; an order names an existing pet (see GET %s)", rf.petID, resourceSpecs[petsResource].collection)
+	case petNotAvailable:
+		return errorf(codePetNotAvailable, "pet %d is %s, not available: only an available pet can be ordered", rf.petID, rf.status)
+	case invalidTransition:
+		return errorf(codeInvalidTransition, "order %d is %s and cannot become %s: only a placed order changes, to delivered or to cancelled", rf.orderID, rf.status, rf.to)
+	}
+	return nil
+}
+
+// plural says n things: "1 order", "3 orders".
+func plural(n int64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.FormatInt(n, 10) + " " + thing + "s"
 }
 
 // errClientGone is what reading a request body returns when the client

@@ -89,6 +89,7 @@ type testServer struct {
 	Store   *store
 	Handler http.Handler // what the server serves, for tests that call it directly
 	Log     *syncBuffer  // everything the service logged
+	Feed    *feed        // the event feed's streams
 }
 
 // serverConfig is what the serverOptions of newTestServer change.
@@ -98,6 +99,7 @@ type serverConfig struct {
 	dbPath     string
 	keys       []string
 	sqliteOnly bool // the test chose its database, or reaches into SQLite itself
+	events     feedConfig
 }
 
 // serverOption changes how newTestServer builds the server.
@@ -126,6 +128,11 @@ func onSQLite() serverOption {
 	return func(c *serverConfig) { c.sqliteOnly = true }
 }
 
+// withFeed replaces the event feed's settings (the defaults of the flags).
+func withFeed(c feedConfig) serverOption {
+	return func(cfg *serverConfig) { cfg.events = c }
+}
+
 // withKeys replaces the accepted keys (testKey and otherTestKey).
 func withKeys(keys ...string) serverOption {
 	return func(c *serverConfig) { c.keys = keys }
@@ -140,6 +147,7 @@ func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 		limits: limits{idempotencyTTL: defaultIdempotencyTTL},
 		dbPath: filepath.Join(t.TempDir(), "pets.db"),
 		keys:   []string{testKey, otherTestKey},
+		events: defaultFeedConfig,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -157,10 +165,14 @@ func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	}
 	t.Cleanup(func() { st.Close() })
 	logBuf := &syncBuffer{}
-	h := newServer(slogTo(logBuf), staticKeyring(cfg.keys...), st, newMetrics(st), cfg.now, cfg.limits)
+	events := newFeed(slogTo(logBuf), st, cfg.events, cfg.now)
+	h := newServer(slogTo(logBuf), staticKeyring(cfg.keys...), st, newMetrics(st), events, cfg.now, cfg.limits)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &testServer{URL: srv.URL, DBPath: cfg.dbPath, Store: st, Handler: h, Log: logBuf}
+	// Before the server closes (cleanups run last first): Close waits for
+	// every request, and a stream ends only when the feed stops.
+	t.Cleanup(events.stop)
+	return &testServer{URL: srv.URL, DBPath: cfg.dbPath, Store: st, Handler: h, Log: logBuf, Feed: events}
 }
 
 // urlLine is the launch contract: the line the service prints once it accepts

@@ -155,12 +155,19 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		interval := min(time.Hour, max(time.Second, cfg.limits.idempotencyTTL/2))
 		pruneIdempotencyKeysEvery(pruneCtx, log, st, cfg.limits.idempotencyTTL, interval, time.Now)
 	})
+	pruning.Go(func() {
+		// An event is gone within its retention plus min(retention, 1
+		// minute): a prune every half of that, however long it takes.
+		pruneEventsEvery(pruneCtx, log, st, cfg.events.retention, min(cfg.events.retention, time.Minute)/2, time.Now)
+	})
 
 	m := newMetrics(st)
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
+	events := newFeed(log, st, cfg.events, time.Now)
+	m.registry.MustRegister(events.collectors()...)
 	srv := &http.Server{
-		Handler:           newServer(log, keys, st, m, time.Now, cfg.limits),
+		Handler:           newServer(log, keys, st, m, events, time.Now, cfg.limits),
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		ReadTimeout:       cfg.readTimeout,
 		WriteTimeout:      cfg.writeTimeout,
@@ -169,6 +176,8 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ConnState:         conns.connState,
 	}
+	// Streams never end by themselves: they end when the drain begins.
+	srv.RegisterOnShutdown(events.stop)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(conns.listener(ln)) }()
 
@@ -300,15 +309,20 @@ func listenURL(addr net.Addr) string {
 // what the router itself refuses, panic recovery around that, the budget of
 // request bodies held in memory, and the request id, access log and metrics
 // around everything.
-func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func() time.Time, lim limits) http.Handler {
+func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *feed, now func() time.Time, lim limits) http.Handler {
 	mux := http.NewServeMux()
 	limiter := newRateLimiter(lim.rateLimit, lim.rateBurst, now)
 	// The rate limit runs after the key check: it is per key, and a caller
 	// without a valid key has no budget to spend. Such callers are
 	// throttled by their address instead (see authThrottle).
 	guard := authGuard{proxies: lim.trustedProxies, throttle: newAuthThrottle(lim.authFailures, now), failures: m.authFailed}
-	auth := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, limitRate(limiter, log, h)) }
-	addRoutes(mux, log, auth, st, m, newIdempotency(st, lim.idempotencyTTL, now), now)
+	rated := func(h http.Handler) http.Handler { return limitRate(limiter, log, h) }
+	auth := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, rated(h)) }
+	// The feed's stream also opens with a ticket, for browsers.
+	authOrTicket := func(h http.Handler) http.Handler {
+		return requireKeyOrTicket(events, keys, guard, func(h http.Handler) http.Handler { return requireKey(keys, guard, log, h) }, rated(h))
+	}
+	addRoutes(mux, log, auth, authOrTicket, st, m, events, newIdempotency(st, lim.idempotencyTTL, now), now)
 	bodies := newBodyBudget(lim.maxBodyMemory)
 	m.watchBodyBudget(bodies)
 	return observe(log, m, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth))))
@@ -318,7 +332,7 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func()
 // document and its reference page are the only routes without auth (and so
 // without a rate limit): probes, generators and a person's browser carry no
 // key. Every create goes through idempotent, which gives it Idempotency-Key.
-func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) http.Handler, st *store, m *metrics, idem *idempotency, now func() time.Time) {
+func addRoutes(mux *http.ServeMux, log *slog.Logger, auth, authOrTicket func(http.Handler) http.Handler, st *store, m *metrics, events *feed, idem *idempotency, now func() time.Time) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(log, st))
 	mux.Handle("GET /metrics", auth(m.handler()))
@@ -331,6 +345,8 @@ func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) htt
 	mux.Handle("POST /v1/store/orders", auth(idempotent(log, idem, placeOrder(now, m.orderPlaced))))
 	mux.Handle("GET /v1/store/orders/{orderId}", auth(handleGetOrder(log, st)))
 	mux.Handle("PATCH /v1/store/orders/{orderId}", auth(handleUpdateOrder(log, st, now, m.orderChanged)))
+	mux.Handle("GET /v1/events", authOrTicket(events.handleListEvents()))
+	mux.Handle("POST /v1/events/tickets", auth(events.handleCreateTicket()))
 	mux.Handle("GET /v1/openapi.json", handleOpenAPIDocument(openapiDocument))
 	reference := newReferenceSite()
 	mux.Handle("GET /docs", handleReferencePage(log, reference))

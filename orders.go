@@ -11,6 +11,34 @@ import (
 // The store area: orders that sell pets (see store_orders.go for the rules
 // that keep the catalogue and the orders in agreement).
 
+// The order statuses, and the pet statuses they imply.
+const (
+	orderPlaced    = "placed"
+	orderDelivered = "delivered"
+	orderCancelled = "cancelled"
+)
+
+// orderStatuses are the values of OrderStatus.
+var orderStatuses = []string{orderPlaced, orderDelivered, orderCancelled}
+
+// petStatusAfter is the status an order's change gives its pet: the pet
+// status machine that orders drive (placed: pending; delivered: sold;
+// cancelled: available again).
+var petStatusAfter = map[string]string{
+	orderPlaced:    "pending",
+	orderDelivered: "sold",
+	orderCancelled: statusAvailable,
+}
+
+// Order is an order as the API returns it.
+type Order struct {
+	ID        int64
+	PetID     int64
+	Status    string
+	PlacedAt  time.Time
+	UpdatedAt time.Time
+}
+
 // listOrdersSpec is what listOrders accepts.
 var listOrdersSpec = listSpec{operation: "listOrders", item: "order", path: "/v1/store/orders", statuses: orderStatuses}
 

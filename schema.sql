@@ -5,6 +5,31 @@
 -- this file. Why each table, column and index is there is said in the
 -- migration that made it.
 
+CREATE TABLE event_marks (
+    one            INTEGER NOT NULL PRIMARY KEY CHECK (one = 1),
+    pruned_through INTEGER NOT NULL CHECK (pruned_through >= 0)
+) STRICT;
+
+CREATE TABLE event_tickets (
+    digest       BLOB    NOT NULL PRIMARY KEY CHECK (length(digest) = 32),
+    api_key_hmac BLOB    NOT NULL CHECK (length(api_key_hmac) = 32),
+    expires_at   INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE events (
+    -- AUTOINCREMENT: an id is never handed out twice, not even after the
+    -- newest events were pruned, so a cursor always means one place.
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    type        TEXT    NOT NULL CHECK (type IN ('pet.created', 'pet.updated', 'pet.deleted',
+                                                 'order.placed', 'order.delivered', 'order.cancelled')),
+    -- Unix milliseconds, UTC.
+    occurred_at INTEGER NOT NULL,
+    -- The changed resource's path, and its JSON as GET returned it right
+    -- after the change (before it, for a delete).
+    subject     TEXT    NOT NULL,
+    data        TEXT    NOT NULL CHECK (json_valid(data))
+) STRICT;
+
 CREATE TRIGGER idempotency_keys_counted_on_delete AFTER DELETE ON idempotency_keys BEGIN
     UPDATE idempotency_record_counts SET n = n - 1 WHERE shard = (SELECT abs(random() % 16));
 END;

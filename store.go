@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	_ "embed"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"modernc.org/sqlite" // registers the pure-Go "sqlite" driver; the binary stays CGO-free
 	sqlite3 "modernc.org/sqlite/lib"
@@ -24,6 +28,33 @@ type notFoundError struct {
 }
 
 func (e *notFoundError) Error() string { return fmt.Sprintf("no %s has id %d", e.what, e.id) }
+
+// refusalReason is why the data refused a write.
+type refusalReason int
+
+const (
+	petHasOpenOrder   refusalReason = iota + 1 // a pet's status changed while its order is placed
+	petHasOrders                               // a pet deleted that orders name
+	unknownPet                                 // an order for a pet that does not exist
+	petNotAvailable                            // an order for a pet that is not available
+	invalidTransition                          // an order moved to a status it cannot take
+)
+
+// refusal is a write that the data refused, with what the refusal concerns.
+// It says what is so, in the store's terms; errors.go turns it into a
+// message and a code for the client.
+type refusal struct {
+	reason  refusalReason
+	petID   int64
+	orderID int64  // the order concerned (for a pet, its placed order), 0 when none
+	status  string // the current status of the pet or order concerned
+	to      string // the status an order was asked to take
+	orders  int64  // how many orders name the pet
+}
+
+func (e *refusal) Error() string {
+	return fmt.Sprintf("refused (reason %d): pet %d, order %d, status %q, to %q, %d orders", e.reason, e.petID, e.orderID, e.status, e.to, e.orders)
+}
 
 // errUnwritable marks a write that failed because the database cannot be
 // written at the moment (disk full, file or file system read-only, I/O
@@ -68,20 +99,14 @@ type store struct {
 	writer  *sql.DB
 	reader  *sql.DB
 
-	insertPet        *sql.Stmt
-	selectPet        *sql.Stmt
-	selectPetTx      *sql.Stmt // selectPet on the writer, inside a write
-	updatePetStmt    *sql.Stmt
-	deletePetStmt    *sql.Stmt
-	listAll          *sql.Stmt
-	listByState      *sql.Stmt
-	listByID         *sql.Stmt
-	listByIDAndState *sql.Stmt
-	orderStmts       orderStatements
-	savepoint        *sql.Stmt
-	release          *sql.Stmt
-	rollbackTo       *sql.Stmt
-	prepared         []*sql.Stmt // every statement above, to close
+	// The prepared statements, declared by each concern's file with the
+	// SQL they run.
+	petStmts   petStatements
+	orderStmts orderStatements
+	eventStmts eventStatements
+	idemStmts  idempotencyStatements
+	writeStmts writeStatements
+	prepared   []*sql.Stmt // every statement above, to close
 
 	// schemaFrom is the schema version the database had when opened, and
 	// schemaVersion the one it has now (see migrate).
@@ -90,6 +115,15 @@ type store struct {
 	// generations tell the response caches what a commit changed (see
 	// cache.go).
 	generations generations
+	// events wakes the feed's streams when a batch commits events.
+	events *eventSignal
+	// now stamps the events; the writer reads it once per job.
+	now func() time.Time
+
+	// background is the store's own goroutines besides the writer (the
+	// PostgreSQL event listener), stopped by stopBackground.
+	background     sync.WaitGroup
+	stopBackground context.CancelFunc
 
 	jobs      chan *writeJob
 	quit      chan struct{} // closed by Close: the writer stops taking jobs
@@ -138,7 +172,7 @@ func openSQLite(ctx context.Context, path string) (*store, error) {
 		// apply, so the journal is in memory too). The random name keeps two
 		// stores in one process apart; the database lives as long as one
 		// connection to it is open.
-		dsn = "file:/petstore-" + generateKey() + "?vfs=memdb&" + connParams
+		dsn = "file:/petstore-" + rand.Text() + "?vfs=memdb&" + connParams
 	}
 	writer, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -173,6 +207,8 @@ func newStore(ctx context.Context, d dialect, name string, writer, reader *sql.D
 		dialect: d,
 		writer:  writer,
 		reader:  reader,
+		events:  newEventSignal(),
+		now:     time.Now,
 		jobs:    make(chan *writeJob, maxBatch),
 		quit:    make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -192,37 +228,20 @@ func newStore(ctx context.Context, d dialect, name string, writer, reader *sql.D
 	return s, nil
 }
 
+// statement is a statement to prepare: its SQL, the pool it runs on, and
+// where the prepared statement goes.
+type statement struct {
+	db    *sql.DB
+	dst   **sql.Stmt
+	query string
+}
+
 // prepare compiles the statements once, so a request does not parse SQL.
+// Each concern declares its own (statements methods in store_*.go and
+// write.go).
 func (s *store) prepare(ctx context.Context) error {
-	stmts := []struct {
-		db    *sql.DB
-		dst   **sql.Stmt
-		query string
-	}{
-		{s.writer, &s.insertPet, sqlInsertPet},
-		{s.reader, &s.selectPet, sqlSelectPet},
-		{s.writer, &s.selectPetTx, sqlSelectPet},
-		{s.writer, &s.updatePetStmt, sqlUpdatePet},
-		{s.writer, &s.deletePetStmt, sqlDeletePet},
-		{s.reader, &s.listAll, sqlListPets},
-		{s.reader, &s.listByState, sqlListPetsByStatus},
-		{s.reader, &s.listByID, s.dialect.listPetsByID(false)},
-		{s.reader, &s.listByIDAndState, s.dialect.listPetsByID(true)},
-		{s.writer, &s.orderStmts.insert, sqlInsertOrder},
-		{s.reader, &s.orderStmts.selectOne, sqlSelectOrder},
-		{s.writer, &s.orderStmts.selectOneTx, sqlSelectOrder},
-		{s.writer, &s.orderStmts.update, sqlUpdateOrder},
-		{s.writer, &s.orderStmts.claimPet, sqlClaimPet},
-		{s.writer, &s.orderStmts.settlePet, sqlSettlePet},
-		{s.writer, &s.orderStmts.placedOf, sqlPlacedOrderOf},
-		{s.writer, &s.orderStmts.countOf, sqlCountOrdersOf},
-		{s.reader, &s.orderStmts.list, sqlListOrders},
-		{s.reader, &s.orderStmts.listByState, sqlListOrdersByStatus},
-		{s.writer, &s.savepoint, "SAVEPOINT job"},
-		{s.writer, &s.release, "RELEASE job"},
-		{s.writer, &s.rollbackTo, "ROLLBACK TO job"},
-	}
-	for _, st := range stmts {
+	for _, st := range slices.Concat(s.petStmts.statements(s), s.orderStmts.statements(s), s.eventStmts.statements(s),
+		s.idemStmts.statements(s), s.writeStmts.statements(s)) {
 		stmt, err := st.db.PrepareContext(ctx, s.dialect.sql(st.query))
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", st.query, err)
@@ -243,6 +262,10 @@ func (s *store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
 		<-s.stopped
+		if s.stopBackground != nil {
+			s.stopBackground()
+		}
+		s.background.Wait()
 		s.generations.invalidateAll()
 		err = s.closeDB()
 	})
@@ -347,4 +370,28 @@ func (s *store) readContext(ctx context.Context) (context.Context, context.Cance
 		return context.WithTimeout(ctx, pgQueryTimeout)
 	}
 	return context.WithoutCancel(ctx), func() {}
+}
+
+// checkDBPath makes sure the database file can be created or opened: its
+// directory exists and accepts a new file.
+func checkDBPath(path string) error {
+	switch {
+	case path == "":
+		return errors.New("the database path is empty")
+	case path == memoryDB:
+		return nil
+	case strings.ContainsAny(path, "?#"):
+		return fmt.Errorf("%q: the path must not contain '?' or '#'", path)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%q is a directory, not a database file", path)
+	}
+	dir := filepath.Dir(path)
+	probe, err := os.CreateTemp(dir, ".petstore-probe-*")
+	if err != nil {
+		return fmt.Errorf("cannot create files in directory %q: %v", dir, errors.Unwrap(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
 }

@@ -32,13 +32,13 @@ const sqlLookupIdempotencyKey = "SELECT operation, fingerprint, resource_id, bod
 func (s *store) lookupIdempotencyKey(ctx context.Context, scope idempotencyScope, cutoff time.Time) (idempotencyRecord, bool, error) {
 	ctx, cancel := s.readContext(ctx)
 	defer cancel()
-	row := s.reader.QueryRowContext(ctx, s.dialect.sql(sqlLookupIdempotencyKey), scope.apiKey[:], scope.key, cutoff.UnixMilli())
+	row := s.idemStmts.lookup.QueryRowContext(ctx, scope.apiKey[:], scope.key, cutoff.UnixMilli())
 	return s.scanIdempotencyRecord(row)
 }
 
 // lookupIdempotencyKey is the lookup inside a write transaction.
 func (tx *txn) lookupIdempotencyKey(scope idempotencyScope, cutoff time.Time) (idempotencyRecord, bool, error) {
-	row := tx.tx.QueryRowContext(tx.ctx, tx.st.dialect.sql(sqlLookupIdempotencyKey), scope.apiKey[:], scope.key, cutoff.UnixMilli())
+	row := tx.queryRow(tx.st.idemStmts.lookupTx, scope.apiKey[:], scope.key, cutoff.UnixMilli())
 	return tx.st.scanIdempotencyRecord(row)
 }
 
@@ -74,17 +74,32 @@ WHERE idempotency_keys.created_at <= ?`
 // finished first: the insert fails with errDuplicateKey. No response cache
 // shows these rows, so the write changes nothing the caches hold.
 func (tx *txn) recordIdempotencyKey(scope idempotencyScope, rec idempotencyRecord, now, cutoff time.Time) error {
-	res, err := tx.tx.ExecContext(tx.ctx, tx.st.dialect.sql(sqlRecordIdempotencyKey),
+	n, err := tx.exec("record idempotency key", tx.st.idemStmts.record,
 		scope.apiKey[:], scope.key, rec.operation, rec.fingerprint[:], rec.resourceID, rec.body, now.UnixMilli(), cutoff.UnixMilli())
 	if err != nil {
-		return tx.st.failedWrite("record idempotency key", err)
+		return err
 	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
+	if n == 0 {
 		// The conflict's WHERE kept an unexpired record: the key was
 		// finished by another writer since this transaction looked.
 		return fmt.Errorf("record idempotency key: %w", errDuplicateKey)
 	}
 	return nil
+}
+
+// idempotencyStatements are the prepared statements of idempotency keys.
+type idempotencyStatements struct {
+	lookup, lookupTx, record, prune *sql.Stmt
+}
+
+// statements declares the idempotency keys' statements for prepare.
+func (is *idempotencyStatements) statements(s *store) []statement {
+	return []statement{
+		{s.reader, &is.lookup, sqlLookupIdempotencyKey},
+		{s.writer, &is.lookupTx, sqlLookupIdempotencyKey},
+		{s.writer, &is.record, sqlRecordIdempotencyKey},
+		{s.writer, &is.prune, sqlPruneIdempotencyKeys},
+	}
 }
 
 // sqlCountIdempotencyRecords sums the shards of the records' count
@@ -119,11 +134,7 @@ func (s *store) pruneIdempotencyKeys(ctx context.Context, cutoff time.Time) (int
 	var total int64
 	for {
 		n, err := write(ctx, s, func(tx *txn) (int64, error) {
-			res, err := tx.tx.ExecContext(tx.ctx, tx.st.dialect.sql(sqlPruneIdempotencyKeys), cutoff.UnixMilli())
-			if err != nil {
-				return 0, tx.st.failedWrite("prune idempotency keys", err)
-			}
-			return res.RowsAffected()
+			return tx.exec("prune idempotency keys", tx.st.idemStmts.prune, cutoff.UnixMilli())
 		})
 		total += n
 		if err != nil || n < pruneChunk {

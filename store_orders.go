@@ -13,35 +13,20 @@ import (
 // orders always agree: a placed order's pet is pending, a delivered
 // order's pet was sold by it, a cancelled order gave its pet back.
 
-// The order statuses, and the pet statuses they imply.
 const (
-	orderPlaced    = "placed"
-	orderDelivered = "delivered"
-	orderCancelled = "cancelled"
-)
-
-// orderStatuses are the values of OrderStatus.
-var orderStatuses = []string{orderPlaced, orderDelivered, orderCancelled}
-
-// petStatusAfter is the status an order's change gives its pet.
-var petStatusAfter = map[string]string{
-	orderPlaced:    "pending",
-	orderDelivered: "sold",
-	orderCancelled: statusAvailable,
-}
-
-const (
-	orderColumns          = "id, pet_id, status, placed_at, updated_at"
-	sqlInsertOrder        = "INSERT INTO orders (pet_id, status, placed_at, updated_at) VALUES (?, 'placed', ?, ?) RETURNING id"
+	orderColumns = "id, pet_id, status, placed_at, updated_at"
+	// sqlInsertOrder places an order for a pet only while the pet is
+	// available, in one statement: whatever runs around it, one order only
+	// can take a pet.
+	sqlInsertOrder        = "INSERT INTO orders (pet_id, status, placed_at, updated_at) SELECT id, 'placed', ?, ? FROM pets WHERE id = ? AND status = 'available' RETURNING " + orderColumns
 	sqlSelectOrder        = "SELECT " + orderColumns + " FROM orders WHERE id = ?"
-	sqlUpdateOrder        = "UPDATE orders SET status = ?, updated_at = ? WHERE id = ?"
+	sqlUpdateOrder        = "UPDATE orders SET status = ?, updated_at = ? WHERE id = ? RETURNING " + orderColumns
 	sqlListOrders         = "SELECT " + orderColumns + " FROM orders WHERE id > ? ORDER BY id LIMIT ?"
 	sqlListOrdersByStatus = "SELECT " + orderColumns + " FROM orders WHERE status = ? AND id > ? ORDER BY id LIMIT ?"
-	// sqlClaimPet takes an available pet for an order in one statement:
-	// whatever runs around it, one order only can take a pet.
-	sqlClaimPet = "UPDATE pets SET status = 'pending' WHERE id = ? AND status = 'available'"
+	// sqlClaimPet makes the pet of a new order pending.
+	sqlClaimPet = "UPDATE pets SET status = 'pending' WHERE id = ? AND status = 'available' RETURNING " + petColumns
 	// sqlSettlePet gives a pending pet the status its order's change implies.
-	sqlSettlePet      = "UPDATE pets SET status = ? WHERE id = ? AND status = 'pending'"
+	sqlSettlePet      = "UPDATE pets SET status = ? WHERE id = ? AND status = 'pending' RETURNING " + petColumns
 	sqlPlacedOrderOf  = "SELECT id FROM orders WHERE pet_id = ? AND status = 'placed'"
 	sqlCountOrdersOf  = "SELECT count(*) FROM orders WHERE pet_id = ?"
 	sqlPetStatusOfOne = "SELECT status FROM pets WHERE id = ?"
@@ -49,17 +34,28 @@ const (
 
 // orderStatements are the prepared statements of orders.
 type orderStatements struct {
-	insert, selectOne, selectOneTx, update, claimPet, settlePet, placedOf, countOf, list, listByState *sql.Stmt
+	insert, selectOne, selectOneTx, update, claimPet, settlePet, placedOf, countOf, petStatusOf, list, listByState *sql.Stmt
 }
 
-// Order is an order as the API returns it.
-type Order struct {
-	ID        int64
-	PetID     int64
-	Status    string
-	PlacedAt  time.Time
-	UpdatedAt time.Time
+// statements declares the orders' statements for prepare.
+func (ost *orderStatements) statements(s *store) []statement {
+	return []statement{
+		{s.writer, &ost.insert, sqlInsertOrder},
+		{s.reader, &ost.selectOne, sqlSelectOrder},
+		{s.writer, &ost.selectOneTx, sqlSelectOrder},
+		{s.writer, &ost.update, sqlUpdateOrder},
+		{s.writer, &ost.claimPet, sqlClaimPet},
+		{s.writer, &ost.settlePet, sqlSettlePet},
+		{s.writer, &ost.placedOf, sqlPlacedOrderOf},
+		{s.writer, &ost.countOf, sqlCountOrdersOf},
+		{s.writer, &ost.petStatusOf, sqlPetStatusOfOne},
+		{s.reader, &ost.list, sqlListOrders},
+		{s.reader, &ost.listByState, sqlListOrdersByStatus},
+	}
 }
+
+// rowID is the id of o, as the change records take it.
+func (o Order) rowID() int64 { return o.ID }
 
 // scanOrder reads a row of orderColumns.
 func scanOrder(row interface{ Scan(...any) error }, o *Order) error {
@@ -99,31 +95,30 @@ func (s *store) listOrders(ctx context.Context, status string, pr pageRequest) (
 // request names something that is not there) and a pet that is not
 // available, writing nothing.
 func (tx *txn) placeOrder(petID int64, at time.Time) (outcome[Order], error) {
-	res, err := tx.tx.StmtContext(tx.ctx, tx.st.orderStmts.claimPet).ExecContext(tx.ctx, petID)
+	// The order first, then its pet: the records, and so the events, say
+	// the cause before its consequence.
+	ms := at.UnixMilli()
+	o, ok, err := insertRow(tx, ordersResource, tx.st.orderStmts.insert, scanOrder, Order.rowID, ms, ms, petID)
 	if err != nil {
-		return outcome[Order]{}, tx.st.failedWrite("claim pet", err)
+		return outcome[Order]{}, err
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		if err != nil {
-			return outcome[Order]{}, tx.st.failed("claim pet", err)
-		}
+	if !ok {
 		var status string
-		err := tx.tx.QueryRowContext(tx.ctx, tx.st.dialect.sql(sqlPetStatusOfOne), petID).Scan(&status)
+		err := tx.queryRow(tx.st.orderStmts.petStatusOf, petID).Scan(&status)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return refuse[Order](errorf(codeUnknownPet, "no pet has id %d; an order names an existing pet (see GET /v1/pets)", petID))
+			return refuse[Order](&refusal{reason: unknownPet, petID: petID})
 		case err != nil:
 			return outcome[Order]{}, tx.st.failed("read pet status", err)
 		}
-		return refuse[Order](errorf(codePetNotAvailable, "pet %d is %s, not available: only an available pet can be ordered", petID, status))
+		return refuse[Order](&refusal{reason: petNotAvailable, petID: petID, status: status})
 	}
-	ms := at.UnixMilli()
-	o := Order{PetID: petID, Status: orderPlaced, PlacedAt: time.UnixMilli(ms).UTC(), UpdatedAt: time.UnixMilli(ms).UTC()}
-	if err := tx.tx.StmtContext(tx.ctx, tx.st.orderStmts.insert).QueryRowContext(tx.ctx, petID, ms, ms).Scan(&o.ID); err != nil {
-		return outcome[Order]{}, tx.st.failedWrite("insert order", err)
+	if _, ok, err := updateRow(tx, petsResource, tx.st.orderStmts.claimPet, scanPet, Pet.rowID, petID); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("order %d placed for pet %d, which is no longer available: the catalogue and the orders disagree", o.ID, petID)
+		}
+		return outcome[Order]{}, err
 	}
-	tx.changes.changedIn(petsResource, petID)
-	tx.changes.appendedTo(ordersResource)
 	return outcome[Order]{value: o}, nil
 }
 
@@ -140,7 +135,7 @@ type orderChange struct {
 // transition.
 func (tx *txn) updateOrder(id int64, to string, at time.Time) (outcome[orderChange], error) {
 	var o Order
-	err := scanOrder(tx.tx.StmtContext(tx.ctx, tx.st.orderStmts.selectOneTx).QueryRowContext(tx.ctx, id), &o)
+	err := scanOrder(tx.queryRow(tx.st.orderStmts.selectOneTx, id), &o)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return refuse[orderChange](&notFoundError{what: "order", id: id})
@@ -149,26 +144,26 @@ func (tx *txn) updateOrder(id int64, to string, at time.Time) (outcome[orderChan
 	case o.Status == to:
 		return outcome[orderChange]{value: orderChange{Order: o, from: o.Status}}, nil
 	case o.Status != orderPlaced || to == orderPlaced:
-		return refuse[orderChange](errorf(codeInvalidTransition, "order %d is %s and cannot become %s: only a placed order changes, to delivered or to cancelled", id, o.Status, to))
-	}
-	res, err := tx.tx.StmtContext(tx.ctx, tx.st.orderStmts.settlePet).ExecContext(tx.ctx, petStatusAfter[to], o.PetID)
-	if err != nil {
-		return outcome[orderChange]{}, tx.st.failedWrite("settle pet", err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		// A placed order's pet is pending: nothing else can change it.
-		return outcome[orderChange]{}, fmt.Errorf("order %d is placed but its pet %d is not pending (%d rows, %v): the catalogue and the orders disagree", id, o.PetID, n, err)
+		return refuse[orderChange](&refusal{reason: invalidTransition, orderID: id, status: o.Status, to: to})
 	}
 	// A wall clock stepped back never makes an order change before it was
 	// placed.
 	ms := max(at.UnixMilli(), o.PlacedAt.UnixMilli())
-	if _, err := tx.tx.StmtContext(tx.ctx, tx.st.orderStmts.update).ExecContext(tx.ctx, to, ms, id); err != nil {
-		return outcome[orderChange]{}, tx.st.failedWrite("update order", err)
-	}
-	tx.changes.changedIn(petsResource, o.PetID)
-	tx.changes.changedIn(ordersResource, id)
 	from := o.Status
-	o.Status, o.UpdatedAt = to, time.UnixMilli(ms).UTC()
+	o, ok, err := updateRow(tx, ordersResource, tx.st.orderStmts.update, scanOrder, Order.rowID, to, ms, id)
+	if err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("update order %d: the row read in this transaction is gone", id)
+		}
+		return outcome[orderChange]{}, err
+	}
+	if _, ok, err := updateRow(tx, petsResource, tx.st.orderStmts.settlePet, scanPet, Pet.rowID, petStatusAfter[to], o.PetID); err != nil || !ok {
+		if err == nil {
+			// A placed order's pet is pending: nothing else can change it.
+			err = fmt.Errorf("order %d is placed but its pet %d is not pending: the catalogue and the orders disagree", id, o.PetID)
+		}
+		return outcome[orderChange]{}, err
+	}
 	return outcome[orderChange]{value: orderChange{Order: o, from: from}}, nil
 }
 
@@ -181,7 +176,7 @@ func (s *store) updateOrder(ctx context.Context, id int64, to string, at time.Ti
 // placedOrderOf returns the id of the pet's placed order, 0 when it has none.
 func (tx *txn) placedOrderOf(petID int64) (int64, error) {
 	var id int64
-	err := tx.tx.StmtContext(tx.ctx, tx.st.orderStmts.placedOf).QueryRowContext(tx.ctx, petID).Scan(&id)
+	err := tx.queryRow(tx.st.orderStmts.placedOf, petID).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -194,7 +189,7 @@ func (tx *txn) placedOrderOf(petID int64) (int64, error) {
 // countOrdersOf counts the orders that name the pet.
 func (tx *txn) countOrdersOf(petID int64) (int64, error) {
 	var n int64
-	if err := tx.tx.StmtContext(tx.ctx, tx.st.orderStmts.countOf).QueryRowContext(tx.ctx, petID).Scan(&n); err != nil {
+	if err := tx.queryRow(tx.st.orderStmts.countOf, petID).Scan(&n); err != nil {
 		return 0, tx.st.failed("count orders", err)
 	}
 	return n, nil

@@ -6,20 +6,42 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 // The pets' SQL. The list statements are keyset pages (see queryPage);
 // TestListQueriesUseAnIndexRange checks their query plans.
 const (
 	petColumns          = "id, name, category_id, status"
-	sqlInsertPet        = "INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id"
+	sqlInsertPet        = "INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING " + petColumns
 	sqlSelectPet        = "SELECT " + petColumns + " FROM pets WHERE id = ?"
 	sqlListPets         = "SELECT " + petColumns + " FROM pets WHERE id > ? ORDER BY id LIMIT ?"
 	sqlListPetsByStatus = "SELECT " + petColumns + " FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?"
-	sqlUpdatePet        = "UPDATE pets SET name = ?, category_id = ?, status = ? WHERE id = ?"
+	sqlUpdatePet        = "UPDATE pets SET name = ?, category_id = ?, status = ? WHERE id = ? RETURNING " + petColumns
 	sqlDeletePet        = "DELETE FROM pets WHERE id = ?"
+	sqlHasPets          = "SELECT EXISTS (SELECT 1 FROM pets)"
 )
+
+// petStatements are the prepared statements of pets.
+type petStatements struct {
+	insert, selectOne, selectOneTx, update, delete, hasAny *sql.Stmt
+	list, listByStatus, listByID, listByIDAndStatus        *sql.Stmt
+}
+
+// statements declares the pets' statements for prepare.
+func (ps *petStatements) statements(s *store) []statement {
+	return []statement{
+		{s.writer, &ps.insert, sqlInsertPet},
+		{s.reader, &ps.selectOne, sqlSelectPet},
+		{s.writer, &ps.selectOneTx, sqlSelectPet},
+		{s.writer, &ps.update, sqlUpdatePet},
+		{s.writer, &ps.delete, sqlDeletePet},
+		{s.writer, &ps.hasAny, sqlHasPets},
+		{s.reader, &ps.list, sqlListPets},
+		{s.reader, &ps.listByStatus, sqlListPetsByStatus},
+		{s.reader, &ps.listByID, s.dialect.listPetsByID(false)},
+		{s.reader, &ps.listByIDAndStatus, s.dialect.listPetsByID(true)},
+	}
+}
 
 // listPetsByID is the statement of the id filter, with a status or without.
 // The ids are one parameter, a JSON array, so that one prepared statement
@@ -33,8 +55,8 @@ func (d dialect) listPetsByID(withStatus bool) string {
 }
 
 // outcome is the result of a write that the data may refuse: either value,
-// or refused, which says why nothing was written (an *apiError or a
-// *notFoundError, which errors.go translates). A refusal is an answer for the
+// or refused, which says why nothing was written (a *notFoundError or a
+// *refusal, which errors.go translates). A refusal is an answer for the
 // client, not a failure of the job: its batch goes on undisturbed.
 type outcome[T any] struct {
 	value   T
@@ -59,12 +81,15 @@ func scanPet(rows interface{ Scan(...any) error }, p *Pet) error {
 	return rows.Scan(&p.ID, &p.Name, &p.CategoryID, &p.Status)
 }
 
+// rowID is the id of p, as the change records take it.
+func (p Pet) rowID() int64 { return p.ID }
+
 // getPet returns the pet with the given id, or a *notFoundError.
 func (s *store) getPet(ctx context.Context, id int64) (Pet, error) {
 	ctx, cancel := s.readContext(ctx)
 	defer cancel()
 	var p Pet
-	err := scanPet(s.selectPet.QueryRowContext(ctx, id), &p)
+	err := scanPet(s.petStmts.selectOne.QueryRowContext(ctx, id), &p)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Pet{}, &notFoundError{what: "pet", id: id}
 	}
@@ -77,9 +102,9 @@ func (s *store) getPet(ctx context.Context, id int64) (Pet, error) {
 // listPets returns a page of pets, of the given status unless it is "".
 func (s *store) listPets(ctx context.Context, status string, pr pageRequest) (page[Pet], error) {
 	if status == "" {
-		return queryPage(ctx, s, "list pets", s.listAll, pr, scanPet)
+		return queryPage(ctx, s, "list pets", s.petStmts.list, pr, scanPet)
 	}
-	return queryPage(ctx, s, "list pets", s.listByState, pr, scanPet, status)
+	return queryPage(ctx, s, "list pets", s.petStmts.listByStatus, pr, scanPet, status)
 }
 
 // listPetsByID returns a page of the pets among ids that exist, of the
@@ -87,9 +112,9 @@ func (s *store) listPets(ctx context.Context, status string, pr pageRequest) (pa
 func (s *store) listPetsByID(ctx context.Context, ids []int64, status string, pr pageRequest) (page[Pet], error) {
 	idArray, _ := json.Marshal(ids) // integers always encode
 	if status == "" {
-		return queryPage(ctx, s, "list pets by id", s.listByID, pr, scanPet, idArray)
+		return queryPage(ctx, s, "list pets by id", s.petStmts.listByID, pr, scanPet, idArray)
 	}
-	return queryPage(ctx, s, "list pets by id", s.listByIDAndState, pr, scanPet, idArray, status)
+	return queryPage(ctx, s, "list pets by id", s.petStmts.listByIDAndStatus, pr, scanPet, idArray, status)
 }
 
 // sqlCountPets sums the shards of the pets' counts (migration 0005): 48 rows
@@ -134,7 +159,7 @@ func (s *store) createPet(ctx context.Context, p newPet) (Pet, error) {
 func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
 	return write(ctx, s, func(tx *txn) (int, error) {
 		var hasPets bool
-		if err := tx.tx.QueryRowContext(tx.ctx, "SELECT EXISTS (SELECT 1 FROM pets)").Scan(&hasPets); err != nil {
+		if err := tx.queryRow(tx.st.petStmts.hasAny).Scan(&hasPets); err != nil {
 			return 0, tx.st.failed("seed", err)
 		}
 		if hasPets {
@@ -153,12 +178,11 @@ func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
 // id before it (AUTOINCREMENT on SQLite; on PostgreSQL a sequence, and ids
 // commit in their order, see writeLock).
 func (tx *txn) insertPet(p newPet) (Pet, error) {
-	var id int64
-	if err := tx.tx.StmtContext(tx.ctx, tx.st.insertPet).QueryRowContext(tx.ctx, p.Name, p.CategoryID, p.Status).Scan(&id); err != nil {
-		return Pet{}, tx.st.failedWrite("insert pet", err)
+	pet, ok, err := insertRow(tx, petsResource, tx.st.petStmts.insert, scanPet, Pet.rowID, p.Name, p.CategoryID, p.Status)
+	if err == nil && !ok {
+		err = fmt.Errorf("insert pet: no row returned")
 	}
-	tx.changes.appendedTo(petsResource)
-	return Pet{ID: id, Name: p.Name, CategoryID: p.CategoryID, Status: p.Status}, nil
+	return pet, err
 }
 
 // pageRequest asks for one keyset page: up to limit rows with an id greater
@@ -214,7 +238,7 @@ type petPatch struct {
 // getPet reads the pet id inside the transaction, nil when there is none.
 func (tx *txn) getPet(id int64) (*Pet, error) {
 	var p Pet
-	err := scanPet(tx.tx.StmtContext(tx.ctx, tx.st.selectPetTx).QueryRowContext(tx.ctx, id), &p)
+	err := scanPet(tx.queryRow(tx.st.petStmts.selectOneTx, id), &p)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -251,14 +275,14 @@ func (tx *txn) updatePet(id int64, patch petPatch) (outcome[Pet], error) {
 			return outcome[Pet]{}, err
 		}
 		if order != 0 {
-			return refuse[Pet](errorf(codePetHasOpenOrder, "pet %d has order %d placed, so its status (%s) follows that order: deliver or cancel the order (PATCH /v1/store/orders/%d) instead; its name and category can change", id, order, p.Status, order))
+			return refuse[Pet](&refusal{reason: petHasOpenOrder, petID: id, orderID: order, status: p.Status})
 		}
 	}
-	if _, err := tx.tx.StmtContext(tx.ctx, tx.st.updatePetStmt).ExecContext(tx.ctx, next.Name, next.CategoryID, next.Status, id); err != nil {
-		return outcome[Pet]{}, tx.st.failedWrite("update pet", err)
+	updated, ok, err := updateRow(tx, petsResource, tx.st.petStmts.update, scanPet, Pet.rowID, next.Name, next.CategoryID, next.Status, id)
+	if err == nil && !ok {
+		err = fmt.Errorf("update pet %d: the row read in this transaction is gone", id)
 	}
-	tx.changes.changedIn(petsResource, id)
-	return outcome[Pet]{value: next}, nil
+	return outcome[Pet]{value: updated}, err
 }
 
 // deletePet deletes the pet id. It refuses a pet that does not exist, and
@@ -273,29 +297,13 @@ func (tx *txn) deletePet(id int64) (outcome[struct{}], error) {
 		return outcome[struct{}]{}, err
 	}
 	if n > 0 {
-		hint := "a sold or returned pet can be given another status with PATCH instead"
 		order, err := tx.placedOrderOf(id)
 		if err != nil {
 			return outcome[struct{}]{}, err
 		}
-		if order != 0 {
-			hint = fmt.Sprintf("its order %d is placed and decides its status: deliver or cancel that order (PATCH /v1/store/orders/%d)", order, order)
-		}
-		return refuse[struct{}](errorf(codePetHasOrders, "pet %d is named by %s, its sales history, so it cannot be deleted; %s", id, plural(n, "order"), hint))
+		return refuse[struct{}](&refusal{reason: petHasOrders, petID: id, orderID: order, orders: n})
 	}
-	if _, err := tx.tx.StmtContext(tx.ctx, tx.st.deletePetStmt).ExecContext(tx.ctx, id); err != nil {
-		return outcome[struct{}]{}, tx.st.failedWrite("delete pet", err)
-	}
-	tx.changes.changedIn(petsResource, id)
-	return outcome[struct{}]{}, nil
-}
-
-// plural says n things: "1 order", "3 orders".
-func plural(n int64, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return strconv.FormatInt(n, 10) + " " + thing + "s"
+	return outcome[struct{}]{}, deleteRow(tx, petsResource, tx.st.petStmts.delete, id, *p)
 }
 
 // updatePet applies patch to the pet id; see txn.updatePet.

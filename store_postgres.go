@@ -105,7 +105,46 @@ func openPostgres(ctx context.Context, dbURL string, maxConns int) (*store, erro
 		reader.Close()
 		return nil, fmt.Errorf("cannot reach PostgreSQL at %s: %s", redactDB(dbURL), pgErrorText(err))
 	}
-	return newStore(ctx, postgresDialect, redactDB(dbURL), writer, reader)
+	s, err := newStore(ctx, postgresDialect, redactDB(dbURL), writer, reader)
+	if err != nil {
+		return nil, err
+	}
+	listenCtx, stop := context.WithCancel(context.Background())
+	s.stopBackground = stop
+	s.background.Go(func() { s.listenForEvents(listenCtx, cfg) })
+	return s, nil
+}
+
+// listenForEvents wakes this replica's event streams whenever a batch of
+// any replica commits events (write.go sends the notification inside the
+// batch's transaction, so it arrives only if the batch committed). It holds
+// one connection of its own, outside the pools, LISTENing until ctx ends;
+// when the connection fails it wakes the streams (a notification may have
+// been lost meanwhile) and connects again a second later. A notification is
+// only a wake-up: the streams read the events from the table, and also
+// poll every second, so a lost one delays an event by a second at most.
+func (s *store) listenForEvents(ctx context.Context, cfg *pgx.ConnConfig) {
+	for ctx.Err() == nil {
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err == nil {
+			if _, err = conn.Exec(ctx, "LISTEN "+eventsChannel); err == nil {
+				s.events.wake(0)
+				for err == nil {
+					_, err = conn.WaitForNotification(ctx)
+					if err == nil {
+						s.events.wake(0)
+					}
+				}
+			}
+			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+			conn.Close(closeCtx)
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // pgErrorText describes a connection error without the connection string,

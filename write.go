@@ -44,15 +44,28 @@ type jobResult struct {
 }
 
 // txn is what a write job works with: the batch transaction, through the
-// store's own write methods (store_*.go), which record what each job changes
-// in the terms of the response caches (see cache.go). A job never sees the
-// *sql.Tx itself, so it cannot change a row without the caches learning of
-// it.
+// store's own write methods (store_*.go), which change rows only through the
+// mutation helpers of store_changes.go, each recording the change it makes.
+// A job never sees the *sql.Tx itself, so it cannot change a row without a
+// record, and so without its event and the caches learning of it.
 type txn struct {
 	ctx     context.Context
 	tx      *sql.Tx
 	st      *store
-	changes changeSet // what this job changed, published after the commit
+	changes []change // what this job changed, in order
+}
+
+// batchChanges is what the jobs of a committed batch changed: in the
+// caches' terms, and as the events they wrote.
+type batchChanges struct {
+	cache  changeSet
+	events []eventWritten
+}
+
+// add merges what one job changed.
+func (b *batchChanges) add(cs changeSet, events []eventWritten) {
+	b.cache.add(cs)
+	b.events = append(b.events, events...)
 }
 
 // writeLock is the PostgreSQL advisory lock that every write batch of every
@@ -186,8 +199,12 @@ func (s *store) runBatch(batch []*writeJob) (expect int) {
 		// Published after the commit and before any job is answered: a
 		// read that starts after a client saw its 2xx finds the caches'
 		// generations moved, so it is never served an answer cached from
-		// before the commit.
-		s.generations.publish(changes)
+		// before the commit, and a stream is woken before the client could
+		// tell it of the change.
+		s.generations.publish(changes.cache)
+		if len(changes.events) > 0 {
+			s.events.committed(changes.events)
+		}
 	}
 	expect = len(batch) + len(s.jobs)
 	for i, job := range batch {
@@ -204,7 +221,7 @@ func (s *store) runBatch(batch []*writeJob) (expect int) {
 // which every job without a result of its own shares, counted and marked as
 // failedWrite does (so that a full or read-only disk is a 503, not a 500).
 // changes is what the jobs that succeeded changed.
-func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobResult, changes changeSet, committed bool, err error) {
+func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobResult, changes batchChanges, committed bool, err error) {
 	results = make([]jobResult, len(batch))
 	// The transaction belongs to the batch, not to any one request: a
 	// client that goes away must not roll back the others' rows.
@@ -236,9 +253,14 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		// Once started, a job runs to its end, on the batch's context:
 		// interrupting a statement half-way would only waste the work.
 		tx := &txn{ctx: bg, tx: sqlTx, st: s}
+		var cs changeSet
+		var events []eventWritten
 		switch {
 		case !savepoints:
 			value, err := job.run(tx)
+			if err == nil {
+				cs, events, err = tx.finishJob(s.now())
+			}
 			if err != nil {
 				if len(batch) > 1 || s.transient(err) {
 					return results, changes, false, errRetryWithSavepoints
@@ -250,7 +272,9 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 			}
 			results[i] = jobResult{value: value, ok: true}
 		default:
-			value, jobErr, txErr := s.runInSavepoint(tx, job)
+			var value any
+			var jobErr, txErr error
+			value, cs, events, jobErr, txErr = s.runInSavepoint(tx, job)
 			if txErr != nil {
 				// The transaction itself is in doubt: nothing in it may
 				// be committed.
@@ -263,10 +287,18 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 			results[i] = jobResult{value: value, ok: true}
 		}
 		succeeded = true
-		changes.add(tx.changes)
+		changes.add(cs, events)
 	}
 	if !succeeded {
 		return results, changes, false, nil
+	}
+	if s.dialect == postgresDialect && len(changes.events) > 0 {
+		// Delivered to the listeners of every replica when, and only if,
+		// the transaction commits: a wake-up, never the data (the streams
+		// read the events from the table).
+		if _, err := sqlTx.ExecContext(bg, "SELECT pg_notify('"+eventsChannel+"', '')"); err != nil {
+			return results, changes, false, s.failedWrite("notify the event listeners", err)
+		}
 	}
 	if err := sqlTx.Commit(); err != nil {
 		// Every job shares the commit's failure, whatever it returned.
@@ -274,6 +306,21 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		return results, changes, false, s.failedWrite("commit write transaction", err)
 	}
 	return results, changes, true, nil
+}
+
+// writeStatements are the savepoint statements of a batch run with
+// savepoints (see runInSavepoint).
+type writeStatements struct {
+	savepoint, release, rollbackTo *sql.Stmt
+}
+
+// statements declares the batch's statements for prepare.
+func (ws *writeStatements) statements(s *store) []statement {
+	return []statement{
+		{s.writer, &ws.savepoint, "SAVEPOINT job"},
+		{s.writer, &ws.release, "RELEASE job"},
+		{s.writer, &ws.rollbackTo, "ROLLBACK TO job"},
+	}
 }
 
 // transientTries is how many times a job that lost a race with another
@@ -284,24 +331,26 @@ const transientTries = 3
 // (jobErr) undoes only its own statements. A job that lost a race with
 // another replica's transaction runs again, up to transientTries times.
 // txErr means the transaction can no longer be trusted.
-func (s *store) runInSavepoint(tx *txn, job *writeJob) (value any, jobErr, txErr error) {
-	ctx := tx.ctx
+func (s *store) runInSavepoint(tx *txn, job *writeJob) (value any, cs changeSet, events []eventWritten, jobErr, txErr error) {
 	for try := 1; ; try++ {
-		if _, err := tx.tx.StmtContext(ctx, s.savepoint).ExecContext(ctx); err != nil {
-			return nil, nil, s.failedWrite("savepoint", err)
+		if _, err := tx.exec("savepoint", s.writeStmts.savepoint); err != nil {
+			return nil, cs, nil, nil, err
 		}
-		tx.changes = changeSet{}
+		tx.changes = tx.changes[:0]
 		value, jobErr = job.run(tx)
+		if jobErr == nil {
+			cs, events, jobErr = tx.finishJob(s.now())
+		}
 		if jobErr != nil {
-			if _, err := tx.tx.StmtContext(ctx, s.rollbackTo).ExecContext(ctx); err != nil {
-				return nil, nil, s.failedWrite("rollback to savepoint", err)
+			if _, err := tx.exec("rollback to savepoint", s.writeStmts.rollbackTo); err != nil {
+				return nil, cs, nil, nil, err
 			}
 		}
-		if _, err := tx.tx.StmtContext(ctx, s.release).ExecContext(ctx); err != nil {
-			return nil, nil, s.failedWrite("release savepoint", err)
+		if _, err := tx.exec("release savepoint", s.writeStmts.release); err != nil {
+			return nil, cs, nil, nil, err
 		}
 		if jobErr == nil || !s.transient(jobErr) || try == transientTries {
-			return value, jobErr, nil
+			return value, cs, events, jobErr, nil
 		}
 	}
 }

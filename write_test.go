@@ -307,17 +307,12 @@ func petsOf(pets []Pet, _ string) []Pet { return pets }
 // petAppends is the pets' appends generation: how many commits added pets.
 func petAppends(st *store) uint64 { return st.generations.resources[petsResource].appends.Load() }
 
-// renamePet changes a pet's name directly in the database, through the
-// writer and with its change declared, as an operation that changes pets
-// would.
+// renamePet changes a pet's name through the store's write methods, as an
+// operation that changes pets would.
 func renamePet(t *testing.T, st *store, id int64, name string) {
 	t.Helper()
-	_, err := write(t.Context(), st, func(tx *txn) (struct{}, error) {
-		if _, err := tx.tx.ExecContext(tx.ctx, st.dialect.sql("UPDATE pets SET name = ? WHERE id = ?"), name, id); err != nil {
-			return struct{}{}, err
-		}
-		tx.changes.changedIn(petsResource, id)
-		return struct{}{}, nil
+	_, err := write(t.Context(), st, func(tx *txn) (outcome[Pet], error) {
+		return tx.updatePet(id, petPatch{Name: &name})
 	})
 	if err != nil {
 		t.Fatal(err)

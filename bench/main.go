@@ -59,6 +59,10 @@ func main() {
 		err = runCeiling(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "balance":
 		err = runBalancer(os.Args[2:])
+	case len(os.Args) > 1 && os.Args[1] == "events":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = runEventsBench(ctx, os.Args[2:], os.Stdout)
+		stop()
 	default:
 		// Ctrl-C stops the load and every server the benchmark started.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// bench events measures the change feed: how many events per second one
+// stream carries while clients create pets, how long an event takes from the
+// response to its create to its arrival on the stream (p50 and p99), and
+// what the feed costs the creates: each round runs the same creating load
+// twice, without a stream and with one open, on the same service. On
+// PostgreSQL (-postgres) the creates go to one replica and the stream reads
+// from another, so the latency is the cross-replica one (a notification, or
+// the poll every second when one is lost).
+
+// eventsOptions are the settings of bench events.
+type eventsOptions struct {
+	duration time.Duration
+	rounds   int
+	clients  int
+	keep     bool
+	postgres bool
+}
+
+// eventsRound is what one round measured.
+type eventsRound struct {
+	createsAlone  float64 // creates/s without a stream
+	createsStream float64 // creates/s with one stream open
+	eventsPerSec  float64 // events/s the stream received
+	latencies     []time.Duration
+	missing       int // acknowledged creates whose event never reached the stream
+}
+
+// runEventsBench is `bench events`.
+func runEventsBench(ctx context.Context, args []string, stdout io.Writer) error {
+	var o eventsOptions
+	fs := flag.NewFlagSet("bench events", flag.ContinueOnError)
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one load run")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds (each runs the load without a stream, then with one)")
+	fs.IntVar(&o.clients, "c", 16, "concurrent creating clients")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory")
+	fs.BoolVar(&o.postgres, "postgres", false, "run on a throwaway PostgreSQL cluster with two replicas (creates on one, the stream on the other) instead of SQLite")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.rounds < 1 || o.clients < 1 || o.duration <= 0 {
+		return errors.New("-rounds, -c and -duration must be positive")
+	}
+	dir, err := os.MkdirTemp("", "petstore-bench-events-")
+	if err != nil {
+		return err
+	}
+	if !o.keep {
+		defer os.RemoveAll(dir)
+	}
+	self, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(dir, "petstore")
+	fmt.Fprintln(stdout, "building the service...")
+	if err := buildService(ctx, self, bin); err != nil {
+		return err
+	}
+
+	writeURL, streamURL, stop, backend, err := startEventsTargets(ctx, o, dir, bin)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	var rounds []eventsRound
+	for i := range o.rounds {
+		r, err := eventsRoundOn(ctx, o, writeURL, streamURL, fmt.Sprintf("r%d", i))
+		if err != nil {
+			return err
+		}
+		rounds = append(rounds, r)
+		fmt.Fprintf(stdout, "round %d: %.0f creates/s alone, %.0f with a stream (%.3f), %.0f events/s on the stream, p50 %v p99 %v, %d missing\n",
+			i+1, r.createsAlone, r.createsStream, r.createsStream/r.createsAlone, r.eventsPerSec, percentile(r.latencies, 50), percentile(r.latencies, 99), r.missing)
+	}
+	printEventsReport(stdout, o, backend, rounds)
+	return nil
+}
+
+// startEventsTargets starts the service (SQLite), or two replicas on a
+// throwaway PostgreSQL cluster, and returns where to create and where to
+// stream.
+func startEventsTargets(ctx context.Context, o eventsOptions, dir, bin string) (writeURL, streamURL string, stop func(), backend string, err error) {
+	if !o.postgres {
+		p, _, err := startService(ctx, bin, filepath.Join(dir, "events.db"))
+		if err != nil {
+			return "", "", nil, "", err
+		}
+		return p.url, p.url, func() { p.stop() }, "SQLite", nil
+	}
+	pg, err := startPostgres(ctx)
+	if err != nil {
+		return "", "", nil, "", err
+	}
+	if err := createPostgresDatabase(ctx, pg, bin, "events", 0); err != nil {
+		pg.stop()
+		pg.remove()
+		return "", "", nil, "", err
+	}
+	var ps []*process
+	stopAll := func() {
+		for _, p := range ps {
+			p.stop()
+		}
+		pg.stop()
+		if !o.keep {
+			pg.remove()
+		}
+	}
+	for range 2 {
+		p, _, err := startService(ctx, bin, pg.url("events"))
+		if err != nil {
+			stopAll()
+			return "", "", nil, "", err
+		}
+		ps = append(ps, p)
+	}
+	return ps[0].url, ps[1].url, stopAll, "PostgreSQL, 2 replicas", nil
+}
+
+// eventsRoundOn runs one round: the load alone, then the load with a
+// stream open.
+func eventsRoundOn(ctx context.Context, o eventsOptions, writeURL, streamURL, prefix string) (eventsRound, error) {
+	var r eventsRound
+	alone, _, err := createFor(ctx, o, writeURL, prefix+"a")
+	if err != nil {
+		return r, err
+	}
+	r.createsAlone = float64(alone) / o.duration.Seconds()
+
+	streamCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	arrivals, streamErr, err := openEventStream(streamCtx, streamURL)
+	if err != nil {
+		return r, err
+	}
+	n, acked, err := createFor(ctx, o, writeURL, prefix+"s")
+	if err != nil {
+		return r, err
+	}
+	r.createsStream = float64(n) / o.duration.Seconds()
+	// Give the last events a moment to arrive before the stream is read.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && arrivals.count() < len(acked) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-streamErr
+	got := arrivals.snapshot()
+	r.eventsPerSec = float64(len(got)) / o.duration.Seconds()
+	for name, at := range acked {
+		arrived, ok := got[name]
+		if !ok {
+			r.missing++
+			continue
+		}
+		r.latencies = append(r.latencies, max(0, arrived.Sub(at)))
+	}
+	slices.Sort(r.latencies)
+	return r, nil
+}
+
+// createFor runs o.clients clients creating pets named prefix-N for
+// o.duration, and returns how many were created and when each create's
+// response arrived, by name.
+func createFor(ctx context.Context, o eventsOptions, url, prefix string) (int, map[string]time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	var mu sync.Mutex
+	acked := map[string]time.Time{}
+	var seq atomic.Int64
+	var firstErr error
+	var wg sync.WaitGroup
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients}}
+	defer client.CloseIdleConnections()
+	for range o.clients {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				name := prefix + "-" + strconv.FormatInt(seq.Add(1), 10)
+				req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/pets", strings.NewReader(`{"name":"`+name+`","categoryId":1}`))
+				req.Header.Set("Authorization", "Bearer "+benchKey)
+				req.Header.Set("Content-Type", "application/json")
+				res, err := client.Do(req)
+				if err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						firstErr = cmpErr(firstErr, err)
+						mu.Unlock()
+					}
+					return
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				at := time.Now()
+				if res.StatusCode != http.StatusCreated {
+					mu.Lock()
+					firstErr = cmpErr(firstErr, fmt.Errorf("create: status %d", res.StatusCode))
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				acked[name] = at
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return len(acked), acked, firstErr
+}
+
+// cmpErr keeps the first error.
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// arrivals records when each pet.created event reached the stream, by the
+// pet's name.
+type arrivals struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (a *arrivals) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.at)
+}
+
+func (a *arrivals) snapshot() map[string]time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]time.Time, len(a.at))
+	for k, v := range a.at {
+		out[k] = v
+	}
+	return out
+}
+
+// openEventStream opens a stream of the feed from its current end and
+// records the arrival of every pet.created event until ctx ends.
+func openEventStream(ctx context.Context, url string) (*arrivals, <-chan error, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url+"/v1/events?type=pet.created", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchKey)
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		res.Body.Close()
+		return nil, nil, fmt.Errorf("open the stream: status %d", res.StatusCode)
+	}
+	a := &arrivals{at: map[string]time.Time{}}
+	done := make(chan error, 1)
+	go func() {
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			var ev struct {
+				Data struct {
+					Name string `json:"name"`
+				} `json:"data"`
+			}
+			if json.Unmarshal(data, &ev) == nil && ev.Data.Name != "" {
+				a.mu.Lock()
+				a.at[ev.Data.Name] = now
+				a.mu.Unlock()
+			}
+		}
+		done <- sc.Err()
+	}()
+	return a, done, nil
+}
+
+// percentile is the p-th percentile of sorted durations.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)].Round(10 * time.Microsecond)
+}
+
+// printEventsReport prints the medians of the rounds as a Markdown table.
+func printEventsReport(w io.Writer, o eventsOptions, backend string, rounds []eventsRound) {
+	med := func(f func(eventsRound) float64) float64 {
+		xs := make([]float64, 0, len(rounds))
+		for _, r := range rounds {
+			xs = append(xs, f(r))
+		}
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	var all []time.Duration
+	missing := 0
+	for _, r := range rounds {
+		all = append(all, r.latencies...)
+		missing += r.missing
+	}
+	slices.Sort(all)
+	fmt.Fprintf(w, "\n%s, %d creating clients, %d rounds of %v (medians):\n\n", backend, o.clients, len(rounds), o.duration)
+	fmt.Fprintln(w, "| creates/s alone | creates/s with a stream | ratio | events/s on the stream | p50 create->event | p99 create->event | events missing |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "| %.0f | %.0f | %.3f | %.0f | %v | %v | %d |\n",
+		med(func(r eventsRound) float64 { return r.createsAlone }), med(func(r eventsRound) float64 { return r.createsStream }),
+		med(func(r eventsRound) float64 { return r.createsStream / r.createsAlone }), med(func(r eventsRound) float64 { return r.eventsPerSec }),
+		percentile(all, 50), percentile(all, 99), missing)
+}

@@ -1,0 +1,581 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"math"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The change feed, GET /v1/events: the events in id order (which is commit
+// order), read by polling pages of JSON or as a Server-Sent Events stream
+// that resumes where a client left off. Both read the events table by
+// cursor; a stream is woken by the writer of this process when a batch
+// commits events (eventSignal), and on PostgreSQL also by a notification
+// from the other replicas (listenForEvents) and a poll every second, in case
+// a notification is lost.
+
+// The feed's limits.
+const (
+	defaultEventsLimit = 100
+	maxEventsLimit     = 1000
+	// streamReadBatch is how many events a stream reads per query.
+	streamReadBatch = 100
+	// streamRetry is the reconnection delay a stream advises its client
+	// (the SSE retry field), in milliseconds.
+	streamRetry = 2000
+	// streamWriteTimeout is how long a stream waits for its client to take
+	// a frame: a client that stops reading for longer is disconnected, so
+	// a stalled reader holds no buffer and no connection for ever.
+	streamWriteTimeout = 30 * time.Second
+	// streamPoll is how often a stream on PostgreSQL looks for events of
+	// other replicas when no notification woke it.
+	streamPoll = time.Second
+	// ticketTTL is how long a stream ticket can be redeemed.
+	ticketTTL = 60 * time.Second
+)
+
+// eventStreamType is the media type of a Server-Sent Events stream.
+const eventStreamType = "text/event-stream"
+
+// feedConfig are the feed's settings.
+type feedConfig struct {
+	heartbeat  time.Duration // the silence after which a stream sends a keep-alive
+	retention  time.Duration // how long events are kept
+	maxStreams int           // open streams per API key
+}
+
+// feed serves the event feed. It knows the streams it has open, to cap them
+// per key and to report the slowest one's lag, and ends them all when the
+// server shuts down.
+type feed struct {
+	log      *slog.Logger
+	st       *store
+	cfg      feedConfig
+	now      func() time.Time
+	shutdown chan struct{} // closed when the server begins to shut down
+	stopOnce sync.Once
+
+	mu      sync.Mutex
+	perKey  map[[sha256.Size]byte]int
+	streams map[*stream]struct{}
+}
+
+// stream is one open Server-Sent Events stream.
+type stream struct {
+	mu     sync.Mutex
+	cursor int64 // the newest event id it examined
+}
+
+// newFeed returns the feed of st.
+func newFeed(log *slog.Logger, st *store, cfg feedConfig, now func() time.Time) *feed {
+	return &feed{log: log, st: st, cfg: cfg, now: now, shutdown: make(chan struct{}),
+		perKey: map[[sha256.Size]byte]int{}, streams: map[*stream]struct{}{}}
+}
+
+// stop ends every open stream, cleanly (each finishes the frame it is
+// writing), and refuses new ones. The server calls it when it begins to
+// shut down: streams never end by themselves, so they would hold the drain
+// until its timeout.
+func (f *feed) stop() { f.stopOnce.Do(func() { close(f.shutdown) }) }
+
+// eventsQuery is a validated query of the feed.
+type eventsQuery struct {
+	after    int64
+	hasAfter bool
+	limit    int
+	types    []string // nil: every type
+	rawTypes string   // the type parameter as given, for the next link
+}
+
+// parseEventsQuery validates the feed's query string. ticket is the one
+// parameter it leaves to the authentication (see requireKeyOrTicket).
+func parseEventsQuery(raw string) (eventsQuery, error) {
+	q := eventsQuery{limit: defaultEventsLimit}
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, errorf(codeInvalidParameter, "the query string is not valid URL encoding; parameters are after, limit, type and ticket, joined with '&'")
+	}
+	for name, vs := range values {
+		if len(vs) > 1 {
+			return q, errorf(codeInvalidParameter, "parameter %q is given %d times; give it at most once", abbreviate(name), len(vs))
+		}
+		v := vs[0]
+		switch name {
+		case "after":
+			n, ok := parseDecimal(v)
+			if !ok {
+				return q, errorf(codeInvalidParameter, "parameter after must be an event id: an integer from 0 to 9223372036854775807")
+			}
+			q.after, q.hasAfter = n, true
+		case "limit":
+			n, ok := parseDecimal(v)
+			if !ok || n < 1 || n > maxEventsLimit {
+				return q, errorf(codeInvalidParameter, "parameter limit must be an integer from 1 to %d", maxEventsLimit)
+			}
+			q.limit = int(n)
+		case "type":
+			types, unknown, ok := expandEventTypes(strings.Split(v, ","), false)
+			if !ok {
+				return q, errorf(codeInvalidParameter, "parameter type: %q is not an event type; give types or patterns separated by commas, from %s, pet.*, order.*", abbreviate(unknown), strings.Join(eventTypes[:], ", "))
+			}
+			q.types, q.rawTypes = types, v
+		case "ticket":
+		default:
+			return q, errorf(codeInvalidParameter, "unknown parameter %q; listEvents takes after, limit, type and ticket", abbreviate(name))
+		}
+	}
+	return q, nil
+}
+
+// nextLink is the Link to the page after the event last, with the same
+// limit and type filter.
+func (q eventsQuery) nextLink(last int64) string {
+	var b strings.Builder
+	b.WriteString("</v1/events?after=")
+	b.WriteString(strconv.FormatInt(last, 10))
+	b.WriteString("&limit=")
+	b.WriteString(strconv.Itoa(q.limit))
+	if q.rawTypes != "" {
+		b.WriteString("&type=")
+		b.WriteString(url.QueryEscape(q.rawTypes))
+	}
+	b.WriteString(`>; rel="next"`)
+	return b.String()
+}
+
+// wants reports whether a stream or page of q shows events of typ.
+func (q eventsQuery) wants(typ string) bool {
+	if q.types == nil {
+		return true
+	}
+	for _, t := range q.types {
+		if t == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// cursorExpired is the answer to a cursor that points before pruned events.
+func cursorExpired(cursor, prunedThrough int64) *apiError {
+	return errorf(codeCursorExpired, "events after %d are no longer kept (every event up to %d was pruned), so some of the events after your cursor are gone; start again without a cursor (no after, no Last-Event-ID) and reconcile with the lists", cursor, prunedThrough)
+}
+
+// wantsStream reports whether the request asks for the SSE form: its
+// Accept header names text/event-stream.
+func wantsStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == eventStreamType {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// handleListEvents serves listEvents: GET /v1/events, as pages of JSON or,
+// with Accept: text/event-stream, as a stream.
+func (f *feed) handleListEvents() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, err := parseEventsQuery(r.URL.RawQuery)
+		if err != nil {
+			writeError(w, r, f.log, err)
+			return
+		}
+		q.types = readableTypes(r.Context(), q.types)
+		if wantsStream(r) {
+			f.serveStream(w, r, q)
+			return
+		}
+		f.servePage(w, r, q)
+	})
+}
+
+// servePage answers one page of the feed as JSON.
+func (f *feed) servePage(w http.ResponseWriter, r *http.Request, q eventsQuery) {
+	bounds, err := f.st.eventBounds(r.Context())
+	if err != nil {
+		writeError(w, r, f.log, err)
+		return
+	}
+	if q.hasAfter && q.after < bounds.prunedThrough {
+		writeError(w, r, f.log, cursorExpired(q.after, bounds.prunedThrough))
+		return
+	}
+	var events []Event
+	if q.types == nil || len(q.types) > 0 {
+		events, err = f.st.listEvents(r.Context(), q.after, q.limit, q.types)
+		if err != nil {
+			writeError(w, r, f.log, err)
+			return
+		}
+	}
+	last := q.after
+	switch {
+	case len(events) > 0:
+		last = events[len(events)-1].ID
+	case !q.hasAfter:
+		last = bounds.end
+	}
+	w.Header().Set("Link", q.nextLink(last))
+	writeBody(w, http.StatusOK, eventsBody(events))
+}
+
+// lastEventID reads the Last-Event-ID header of a reconnecting stream.
+func lastEventID(r *http.Request) (id int64, ok bool, err error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		return 0, false, nil
+	}
+	id, ok = parseDecimal(strings.TrimSpace(v))
+	if !ok {
+		return 0, false, errorf(codeInvalidHeader, "the Last-Event-ID header must be an event id, an integer from 0 to 9223372036854775807, as the stream's id: lines give it")
+	}
+	return id, true, nil
+}
+
+// openStream counts a new stream of the key id, refusing it past the cap.
+func (f *feed) openStream(key [sha256.Size]byte) (*stream, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.perKey[key] >= f.cfg.maxStreams {
+		return nil, false
+	}
+	f.perKey[key]++
+	s := &stream{}
+	f.streams[s] = struct{}{}
+	return s, true
+}
+
+// closeStream forgets a stream opened by openStream.
+func (f *feed) closeStream(key [sha256.Size]byte, s *stream) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.perKey[key]--; f.perKey[key] <= 0 {
+		delete(f.perKey, key)
+	}
+	delete(f.streams, s)
+}
+
+// serveStream serves the feed as Server-Sent Events until the client goes
+// away, stops reading, or the server shuts down.
+func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery) {
+	ctx := r.Context()
+	key, _ := keyIdentity(ctx)
+	s, ok := f.openStream(key)
+	if !ok {
+		w.Header().Set("Retry-After", "60")
+		writeError(w, r, f.log, errorf(codeRateLimited, "this API key already has %d event streams open, the most it may; close one (or read the feed by polling) and retry", f.cfg.maxStreams))
+		return
+	}
+	defer f.closeStream(key, s)
+
+	id, fromHeader, err := lastEventID(r)
+	if err != nil {
+		writeError(w, r, f.log, err)
+		return
+	}
+	// Taken before the bounds are read: a commit after the read closes
+	// this channel, so the loop below never sleeps through it.
+	wake := f.st.events.wait()
+	bounds, err := f.st.eventBounds(ctx)
+	if err != nil {
+		writeError(w, r, f.log, err)
+		return
+	}
+	cursor := bounds.end // without a position: only new events
+	switch {
+	case fromHeader:
+		cursor = id
+	case q.hasAfter:
+		cursor = q.after
+	}
+	if cursor < bounds.prunedThrough {
+		writeError(w, r, f.log, cursorExpired(cursor, bounds.prunedThrough))
+		return
+	}
+	s.setCursor(cursor)
+
+	rc := http.NewResponseController(w)
+	// The stream outlives the server's read timeout; its writes have their
+	// own deadline (streamWriteTimeout), set before each one.
+	_ = rc.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", eventStreamType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold the frames back
+	w.WriteHeader(http.StatusOK)
+	buf := make([]byte, 0, 4096)
+	buf = append(buf, "retry: "...)
+	buf = strconv.AppendInt(buf, streamRetry, 10)
+	buf = append(buf, "\n\n"...)
+	if !f.send(rc, w, buf) {
+		return
+	}
+
+	heartbeat := time.NewTimer(f.cfg.heartbeat)
+	defer heartbeat.Stop()
+	var poll <-chan time.Time
+	if f.st.dialect == postgresDialect {
+		ticker := time.NewTicker(streamPoll)
+		defer ticker.Stop()
+		poll = ticker.C
+	}
+	lastFrame := cursor // the id of the last frame sent that carried one
+	for {
+		// Read and send everything after the cursor, a batch at a time.
+		for {
+			events, err := f.st.listEvents(ctx, cursor, streamReadBatch, nil)
+			if err != nil {
+				if ctx.Err() == nil {
+					f.log.WarnContext(ctx, "event stream ended: reading the events failed", "err", err)
+				}
+				return
+			}
+			buf = buf[:0]
+			for _, ev := range events {
+				cursor = ev.ID
+				if !q.wants(ev.Type) {
+					continue
+				}
+				buf = appendEventFrame(buf, ev)
+				lastFrame = ev.ID
+			}
+			s.setCursor(cursor)
+			if len(buf) > 0 {
+				if !f.send(rc, w, buf) {
+					return
+				}
+				heartbeat.Reset(f.cfg.heartbeat)
+			}
+			if len(events) < streamReadBatch {
+				break
+			}
+		}
+		select {
+		case <-wake:
+		case <-poll:
+		case <-heartbeat.C:
+			buf = buf[:0]
+			if cursor > lastFrame {
+				// Events were examined and skipped by the filter: a
+				// bookmark moves the client's Last-Event-ID past them.
+				buf = append(buf, "event: bookmark\nid: "...)
+				buf = strconv.AppendInt(buf, cursor, 10)
+				buf = append(buf, "\ndata: {}\n\n"...)
+				lastFrame = cursor
+			} else {
+				buf = append(buf, ": keep-alive\n\n"...)
+			}
+			if !f.send(rc, w, buf) {
+				return
+			}
+			heartbeat.Reset(f.cfg.heartbeat)
+			continue
+		case <-ctx.Done():
+			return
+		case <-f.shutdown:
+			return
+		}
+		wake = f.st.events.wait()
+		// Events pruned past the cursor while the stream waited cannot be
+		// sent any more: the stream ends, and the client's reconnection
+		// gets the 410 that says so.
+		bounds, err := f.st.eventBounds(ctx)
+		if err != nil || cursor < bounds.prunedThrough {
+			return
+		}
+	}
+}
+
+// setCursor records the newest event id the stream examined.
+func (s *stream) setCursor(id int64) {
+	s.mu.Lock()
+	s.cursor = id
+	s.mu.Unlock()
+}
+
+// send writes buf to the client and flushes it, within streamWriteTimeout.
+// It reports whether the stream may go on.
+func (f *feed) send(rc *http.ResponseController, w http.ResponseWriter, buf []byte) bool {
+	_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if _, err := w.Write(buf); err != nil {
+		return false
+	}
+	return rc.Flush() == nil
+}
+
+// appendEventFrame appends ev as one SSE frame: its id, its type as the
+// event name, and its JSON on one data line (the JSON holds no newline:
+// appendJSONString escapes every control character).
+func appendEventFrame(dst []byte, ev Event) []byte {
+	dst = append(dst, "id: "...)
+	dst = strconv.AppendInt(dst, ev.ID, 10)
+	dst = append(dst, "\nevent: "...)
+	dst = append(dst, ev.Type...)
+	dst = append(dst, "\ndata: "...)
+	dst = appendEvent(dst, ev)
+	return append(dst, "\n\n"...)
+}
+
+// lag is how far the slowest open stream is behind the newest event this
+// process knows of, in ids (ids may skip numbers, so this is at most the
+// number of events it has yet to examine).
+func (f *feed) lag() float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	slowest := int64(math.MaxInt64)
+	for s := range f.streams {
+		s.mu.Lock()
+		slowest = min(slowest, s.cursor)
+		s.mu.Unlock()
+	}
+	if len(f.streams) == 0 {
+		return 0
+	}
+	return float64(max(0, f.st.events.last.Load()-slowest))
+}
+
+// openStreams is how many streams are open.
+func (f *feed) openStreams() float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return float64(len(f.streams))
+}
+
+// collectors are the feed's metrics.
+func (f *feed) collectors() []prometheus.Collector {
+	written := prometheus.NewDesc("petstore_events_written_total", "Events this process committed, by type.", []string{"type"}, nil)
+	return []prometheus.Collector{
+		eventsWrittenCollector{sig: f.st.events, desc: written},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "petstore_event_streams",
+			Help: "Event streams (GET /v1/events as text/event-stream) open now.",
+		}, f.openStreams),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "petstore_event_stream_lag_events",
+			Help: "How many event ids the slowest open stream is behind the newest event this process knows of (0 without streams).",
+		}, f.lag),
+	}
+}
+
+// eventsWrittenCollector reports the events written, by type.
+type eventsWrittenCollector struct {
+	sig  *eventSignal
+	desc *prometheus.Desc
+}
+
+func (c eventsWrittenCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c eventsWrittenCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, t := range eventTypes {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.sig.written[i].Load()), t)
+	}
+}
+
+// handleCreateTicket serves createEventTicket: POST /v1/events/tickets. It
+// answers a single-use ticket that opens one stream, for 60 seconds, with
+// the rights of the key that asked for it: a browser's EventSource cannot
+// send an Authorization header.
+func (f *feed) handleCreateTicket() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := endOfBody(r.Body); err != nil {
+			writeError(w, r, f.log, errorf(codeInvalidBody, "createEventTicket takes no request body; send none"))
+			return
+		}
+		key, _ := keyIdentity(r.Context())
+		ticket := rand.Text() + rand.Text() // 256 bits
+		expires := f.now().Add(ticketTTL).UTC().Truncate(time.Millisecond)
+		if err := f.st.storeTicket(r.Context(), ticket, key, expires); err != nil {
+			writeError(w, r, f.log, err)
+			return
+		}
+		body := append([]byte(`{"ticket":"`), ticket...)
+		body = append(body, `","expiresAt":"`...)
+		body = expires.AppendFormat(body, timeLayout)
+		body = append(body, "\"}\n"...)
+		w.Header().Set("Cache-Control", "no-store")
+		writeBody(w, http.StatusCreated, body)
+	})
+}
+
+// ticketOf returns the ticket of a request that opens a stream with one
+// instead of an Authorization header.
+func ticketOf(r *http.Request) (string, bool) {
+	if r.Header.Get("Authorization") != "" || !strings.Contains(r.URL.RawQuery, "ticket=") {
+		return "", false
+	}
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil || len(values["ticket"]) != 1 {
+		return "", false
+	}
+	return values["ticket"][0], true
+}
+
+// errTicketNotValid is the answer to a ticket that is unknown, used or
+// expired.
+var errTicketNotValid = errors.New("ticket not valid")
+
+// redeemTicket consumes ticket and returns the key entry it opens a stream
+// for, from the keys in force now (a key removed since is refused).
+func redeemTicket(ctx context.Context, st *store, kr keyring, now time.Time, ticket string) (keyEntry, error) {
+	if ticket == "" || len(ticket) > 128 {
+		return keyEntry{}, errTicketNotValid
+	}
+	id, ok, err := st.takeTicket(ctx, ticket, now)
+	if err != nil {
+		return keyEntry{}, err
+	}
+	if !ok {
+		return keyEntry{}, errTicketNotValid
+	}
+	for _, e := range kr.keys().entries {
+		if e.id == id {
+			return e, nil
+		}
+	}
+	return keyEntry{}, errTicketNotValid
+}
+
+// readableTypes narrows a type filter to the event types the caller may
+// read. Every key may read every type until keys carry scopes.
+func readableTypes(ctx context.Context, types []string) []string {
+	return types
+}
+
+// requireKeyOrTicket is auth for the feed: a request that carries a stream
+// ticket and no Authorization header is let through with the rights of the
+// key that asked for the ticket; any other is left to auth. A ticket that is
+// not valid counts as a failed authentication, as a wrong key does.
+func requireKeyOrTicket(f *feed, kr keyring, guard authGuard, auth func(http.Handler) http.Handler, next http.Handler) http.Handler {
+	keyed := auth(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ticket, ok := ticketOf(r)
+		if !ok {
+			keyed.ServeHTTP(w, r)
+			return
+		}
+		entry, err := redeemTicket(r.Context(), f.st, kr, f.now(), ticket)
+		switch {
+		case errors.Is(err, errTicketNotValid):
+			guard.refuse(w, r, f.log, errorf(codeUnauthorized, "the ticket is not valid: it is unknown, was used already (a ticket opens one stream) or expired (after 60 s); ask for a new one with POST /v1/events/tickets"), `Bearer realm="petstore", error="invalid_token"`)
+		case err != nil:
+			writeError(w, r, f.log, err)
+		default:
+			admit(w, r, entry, next)
+		}
+	})
+}

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The events' SQL. An event row is written by finishJob (store_changes.go)
+// in the transaction of the change it describes, so it commits exactly when
+// the change does. Its id comes from the table's own sequence, taken while
+// the batch holds the write lock (SQLite's single writer, or writeLock on
+// PostgreSQL): a batch that takes an id commits before the next batch can
+// take one, so ids grow in commit order, and a reader that has seen id N
+// never finds a smaller one later, whichever replica wrote it.
+
+const (
+	eventColumns   = "id, type, occurred_at, subject, data"
+	sqlInsertEvent = "INSERT INTO events (type, occurred_at, subject, data) VALUES (?, ?, ?, ?) RETURNING id"
+	sqlListEvents  = "SELECT " + eventColumns + " FROM events WHERE id > ? ORDER BY id LIMIT ?"
+	// sqlEventsEnd is the feed's current end: the newest event id, or the
+	// prune mark when every event was pruned, so that an id once handed out
+	// is never handed out as an end smaller than itself.
+	sqlEventsEnd = "SELECT COALESCE((SELECT max(id) FROM events), 0), (SELECT pruned_through FROM event_marks)"
+	// sqlPrunableEvents reads the oldest events, in id order, with their
+	// instants: pruning deletes a prefix of the ids, never leaving an older
+	// event behind a newer one that is gone (see pruneEvents).
+	sqlPrunableEvents = "SELECT id, occurred_at FROM events ORDER BY id LIMIT ?"
+	sqlPruneEvents    = "DELETE FROM events WHERE id <= ?"
+	sqlMarkPruned     = "UPDATE event_marks SET pruned_through = ? WHERE pruned_through < ?"
+
+	sqlInsertTicket = "INSERT INTO event_tickets (digest, api_key_hmac, expires_at) VALUES (?, ?, ?)"
+	sqlTakeTicket   = "DELETE FROM event_tickets WHERE digest = ? RETURNING api_key_hmac, expires_at"
+	sqlPruneTickets = "DELETE FROM event_tickets WHERE expires_at <= ?"
+)
+
+// listEventsOfTypes is the statement of a type filter: the types are one
+// parameter, a JSON array of strings, as listPetsByID's ids are.
+func (d dialect) listEventsOfTypes() string {
+	return "SELECT " + eventColumns + " FROM events WHERE id > ? AND type IN (" + d.textsOfJSONArray + ") ORDER BY id LIMIT ?"
+}
+
+// eventStatements are the prepared statements of events.
+type eventStatements struct {
+	insert, list, listOfTypes, end, prunable, prune, markPruned *sql.Stmt
+	insertTicket, takeTicket, pruneTickets                      *sql.Stmt
+}
+
+// statements declares the events' statements for prepare.
+func (es *eventStatements) statements(s *store) []statement {
+	return []statement{
+		{s.writer, &es.insert, sqlInsertEvent},
+		{s.reader, &es.list, sqlListEvents},
+		{s.reader, &es.listOfTypes, s.dialect.listEventsOfTypes()},
+		{s.reader, &es.end, sqlEventsEnd},
+		{s.writer, &es.prunable, sqlPrunableEvents},
+		{s.writer, &es.prune, sqlPruneEvents},
+		{s.writer, &es.markPruned, sqlMarkPruned},
+		{s.writer, &es.insertTicket, sqlInsertTicket},
+		{s.writer, &es.takeTicket, sqlTakeTicket},
+		{s.writer, &es.pruneTickets, sqlPruneTickets},
+	}
+}
+
+// eventWritten is what the writer tells the event feed of an event a batch
+// committed.
+type eventWritten struct {
+	id  int64
+	typ string
+}
+
+// insertEvent writes ev and returns its id.
+func (tx *txn) insertEvent(ev Event) (int64, error) {
+	var id int64
+	if err := tx.queryRow(tx.st.eventStmts.insert, ev.Type, ev.OccurredAt.UnixMilli(), ev.Subject, string(ev.Data)).Scan(&id); err != nil {
+		return 0, tx.st.failedWrite("insert event", err)
+	}
+	return id, nil
+}
+
+// scanEvent reads a row of eventColumns.
+func scanEvent(row interface{ Scan(...any) error }, ev *Event) error {
+	var at int64
+	var data string
+	if err := row.Scan(&ev.ID, &ev.Type, &at, &ev.Subject, &data); err != nil {
+		return err
+	}
+	ev.OccurredAt = time.UnixMilli(at).UTC()
+	ev.Data = []byte(data)
+	return nil
+}
+
+// listEvents returns up to limit events with an id greater than after, in
+// id order, of the given types unless types is empty.
+func (s *store) listEvents(ctx context.Context, after int64, limit int, types []string) ([]Event, error) {
+	ctx, cancel := s.readContext(ctx)
+	defer cancel()
+	var rows *sql.Rows
+	var err error
+	if len(types) == 0 {
+		rows, err = s.eventStmts.list.QueryContext(ctx, after, limit)
+	} else {
+		typeArray, _ := json.Marshal(types) // strings always encode
+		rows, err = s.eventStmts.listOfTypes.QueryContext(ctx, after, typeArray, limit)
+	}
+	if err != nil {
+		return nil, s.failed("list events", err)
+	}
+	defer rows.Close()
+	events := make([]Event, 0, min(limit, 128))
+	for rows.Next() {
+		var ev Event
+		if err := scanEvent(rows, &ev); err != nil {
+			return nil, s.failed("list events", err)
+		}
+		events = append(events, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.failed("list events", err)
+	}
+	return events, nil
+}
+
+// eventBounds are the ends of the feed as the database holds it.
+type eventBounds struct {
+	end           int64 // the newest id handed out (0: none yet)
+	prunedThrough int64 // every event up to this id was pruned
+}
+
+// eventBounds reads the feed's bounds.
+func (s *store) eventBounds(ctx context.Context) (eventBounds, error) {
+	ctx, cancel := s.readContext(ctx)
+	defer cancel()
+	var b eventBounds
+	if err := s.eventStmts.end.QueryRowContext(ctx).Scan(&b.end, &b.prunedThrough); err != nil {
+		return eventBounds{}, s.failed("read the event feed's end", err)
+	}
+	b.end = max(b.end, b.prunedThrough)
+	return b, nil
+}
+
+// pruneChunkEvents is how many events one prune write deletes at most, for
+// the same reason as pruneChunk.
+const pruneChunkEvents = 1000
+
+// pruneEvents deletes the events that occurred at or before cutoff, oldest
+// first and one chunk per write, and moves the prune mark past them. It
+// deletes only a prefix of the ids: an event that occurred after cutoff
+// stops it, even when older-looking ones follow (a clock stepped back), so
+// that a cursor is either before the mark (410) or finds every event after
+// it. It returns how many it deleted.
+func (s *store) pruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	var total int64
+	for {
+		n, err := write(ctx, s, func(tx *txn) (int64, error) {
+			through, n, err := tx.prunableEvents(cutoff)
+			if err != nil || n == 0 {
+				return 0, err
+			}
+			if _, err := tx.exec("prune events", tx.st.eventStmts.prune, through); err != nil {
+				return 0, err
+			}
+			if _, err := tx.exec("mark pruned events", tx.st.eventStmts.markPruned, through, through); err != nil {
+				return 0, err
+			}
+			return n, nil
+		})
+		total += n
+		if err != nil || n < pruneChunkEvents {
+			return total, err
+		}
+	}
+}
+
+// prunableEvents finds the longest prefix of the oldest pruneChunkEvents
+// events that occurred at or before cutoff: its last id and its length.
+func (tx *txn) prunableEvents(cutoff time.Time) (through, n int64, err error) {
+	rows, err := tx.query(tx.st.eventStmts.prunable, pruneChunkEvents)
+	if err != nil {
+		return 0, 0, tx.st.failed("find prunable events", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, at int64
+		if err := rows.Scan(&id, &at); err != nil {
+			return 0, 0, tx.st.failed("find prunable events", err)
+		}
+		if at > cutoff.UnixMilli() {
+			break
+		}
+		through, n = id, n+1
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, tx.st.failed("find prunable events", err)
+	}
+	return through, n, nil
+}
+
+// ticketDigest is what the database keeps of a stream ticket: its SHA-256,
+// so that the table holds nothing a reader of it could open a stream with.
+func ticketDigest(ticket string) []byte {
+	d := sha256.Sum256([]byte(ticket))
+	return d[:]
+}
+
+// storeTicket records a stream ticket for the API key whose identity is
+// keyID, valid until expires.
+func (s *store) storeTicket(ctx context.Context, ticket string, keyID [sha256.Size]byte, expires time.Time) error {
+	_, err := write(ctx, s, func(tx *txn) (struct{}, error) {
+		_, err := tx.exec("store ticket", tx.st.eventStmts.insertTicket, ticketDigest(ticket), keyID[:], expires.UnixMilli())
+		return struct{}{}, err
+	})
+	return err
+}
+
+// takeTicket consumes a stream ticket: it is deleted whether or not it is
+// still valid, so that it opens one stream at most. ok is false when the
+// ticket is unknown, used, or expired at now.
+func (s *store) takeTicket(ctx context.Context, ticket string, now time.Time) (keyID [sha256.Size]byte, ok bool, err error) {
+	type taken struct {
+		keyID   []byte
+		expires int64
+	}
+	t, err := write(ctx, s, func(tx *txn) (taken, error) {
+		var t taken
+		err := tx.queryRow(tx.st.eventStmts.takeTicket, ticketDigest(ticket)).Scan(&t.keyID, &t.expires)
+		if errors.Is(err, sql.ErrNoRows) {
+			return taken{}, nil
+		}
+		if err != nil {
+			return taken{}, tx.st.failedWrite("take ticket", err)
+		}
+		return t, nil
+	})
+	if err != nil || t.keyID == nil || t.expires <= now.UnixMilli() {
+		return keyID, false, err
+	}
+	copy(keyID[:], t.keyID)
+	return keyID, true, nil
+}
+
+// pruneTickets deletes the tickets expired at now.
+func (s *store) pruneTickets(ctx context.Context, now time.Time) (int64, error) {
+	return write(ctx, s, func(tx *txn) (int64, error) {
+		return tx.exec("prune tickets", tx.st.eventStmts.pruneTickets, now.UnixMilli())
+	})
+}
+
+// eventSignal wakes the streams of this process when a batch commits
+// events: each waiter takes the current channel, which is closed and
+// replaced at every commit. It also counts the events written, by type,
+// for the metrics.
+type eventSignal struct {
+	mu      sync.Mutex
+	ch      chan struct{}
+	last    atomic.Int64 // the newest event id this process committed or saw
+	written [len(eventTypes)]atomic.Uint64
+}
+
+// newEventSignal returns a signal with nothing committed yet.
+func newEventSignal() *eventSignal { return &eventSignal{ch: make(chan struct{})} }
+
+// wait returns a channel that is closed at the next commit of events.
+func (e *eventSignal) wait() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ch
+}
+
+// committed records the events a batch committed and wakes the waiters.
+func (e *eventSignal) committed(events []eventWritten) {
+	for _, ev := range events {
+		if i := eventTypeIndex(ev.typ); i >= 0 {
+			e.written[i].Add(1)
+		}
+	}
+	e.wake(events[len(events)-1].id)
+}
+
+// wake wakes the waiters, telling them that the feed reaches at least last.
+func (e *eventSignal) wake(last int64) {
+	for {
+		old := e.last.Load()
+		if last <= old || e.last.CompareAndSwap(old, last) {
+			break
+		}
+	}
+	e.mu.Lock()
+	close(e.ch)
+	e.ch = make(chan struct{})
+	e.mu.Unlock()
+}
+
+// eventsChannel is the PostgreSQL notification channel on which a batch
+// that committed events wakes the streams of every replica.
+const eventsChannel = "petstore_events"
+
+// pruneEventsEvery prunes the events older than retention, and the expired
+// stream tickets, now and then every interval until ctx is done.
+func pruneEventsEvery(ctx context.Context, log *slog.Logger, st *store, retention, interval time.Duration, now func() time.Time) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		n, err := st.pruneEvents(ctx, now().Add(-retention))
+		if err == nil {
+			_, err = st.pruneTickets(ctx, now())
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			log.WarnContext(ctx, "pruning events failed; will retry", "err", err)
+		case n > 0:
+			log.InfoContext(ctx, "pruned events past their retention", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
