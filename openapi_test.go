@@ -16,9 +16,9 @@ import (
 func TestOpenAPIDocument(t *testing.T) {
 	doc := loadContract(t) // fails unless the document is valid OpenAPI 3.1
 
-	t.Run("the document is version 1.1.0 of the interface", func(t *testing.T) {
-		if doc.Info.Version != "1.1.0" {
-			t.Errorf("info.version = %q, want 1.1.0", doc.Info.Version)
+	t.Run("the document is version 1.2.0 of the interface", func(t *testing.T) {
+		if doc.Info.Version != "1.2.0" {
+			t.Errorf("info.version = %q, want 1.2.0", doc.Info.Version)
 		}
 	})
 	t.Run("operations carry the interface's operationIds", func(t *testing.T) {
@@ -38,6 +38,8 @@ func TestOpenAPIDocument(t *testing.T) {
 			"POST /store/orders":            "placeOrder",
 			"GET /store/orders/{orderId}":   "getOrder",
 			"PATCH /store/orders/{orderId}": "updateOrder",
+			"GET /events":                   "listEvents",
+			"POST /events/tickets":          "createEventTicket",
 			"GET /openapi.json":             "getOpenAPIDocument",
 			"GET /healthz":                  "getHealth",
 			"GET /readyz":                   "getReadiness",
@@ -78,6 +80,24 @@ func TestOpenAPIDocument(t *testing.T) {
 		slices.Sort(open)
 		if diff := cmp.Diff([]string{"getHealth", "getOpenAPIDocument", "getReadiness"}, open); diff != "" {
 			t.Errorf("operations without a key mismatch (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("only listEvents also opens with a stream ticket, in the query", func(t *testing.T) {
+		s := doc.Components.SecuritySchemes["eventTicket"]
+		if s == nil || s.Value.Type != "apiKey" || s.Value.In != "query" || s.Value.Name != "ticket" {
+			t.Fatalf("no apiKey scheme in the query named eventTicket: %+v", s)
+		}
+		got := map[string]string{}
+		for _, item := range doc.Paths.Map() {
+			for _, op := range item.Operations() {
+				if op.Security != nil && len(*op.Security) > 0 {
+					got[op.OperationID] = mustJSON(t, op.Security)
+				}
+			}
+		}
+		want := map[string]string{"listEvents": `[{"bearerAuth":[]},{"eventTicket":[]}]`}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("operations with their own security mismatch (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("every error code of the document is one the service has", func(t *testing.T) {

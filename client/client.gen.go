@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 // Defines values for ErrorCode.
 const (
+	ErrorCodeCursorExpired          ErrorCode = "cursor_expired"
 	ErrorCodeGone                   ErrorCode = "gone"
 	ErrorCodeIdempotencyKeyConflict ErrorCode = "idempotency_key_conflict"
 	ErrorCodeIdempotencyKeyMismatch ErrorCode = "idempotency_key_mismatch"
@@ -44,6 +46,8 @@ const (
 // Valid indicates whether the value is a known member of the ErrorCode enum.
 func (e ErrorCode) Valid() bool {
 	switch e {
+	case ErrorCodeCursorExpired:
+		return true
 	case ErrorCodeGone:
 		return true
 	case ErrorCodeIdempotencyKeyConflict:
@@ -89,6 +93,42 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for EventTypeFilter.
+const (
+	EventTypeFilterOrder          EventTypeFilter = "order.*"
+	EventTypeFilterOrderCancelled EventTypeFilter = "order.cancelled"
+	EventTypeFilterOrderDelivered EventTypeFilter = "order.delivered"
+	EventTypeFilterOrderPlaced    EventTypeFilter = "order.placed"
+	EventTypeFilterPet            EventTypeFilter = "pet.*"
+	EventTypeFilterPetCreated     EventTypeFilter = "pet.created"
+	EventTypeFilterPetDeleted     EventTypeFilter = "pet.deleted"
+	EventTypeFilterPetUpdated     EventTypeFilter = "pet.updated"
+)
+
+// Valid indicates whether the value is a known member of the EventTypeFilter enum.
+func (e EventTypeFilter) Valid() bool {
+	switch e {
+	case EventTypeFilterOrder:
+		return true
+	case EventTypeFilterOrderCancelled:
+		return true
+	case EventTypeFilterOrderDelivered:
+		return true
+	case EventTypeFilterOrderPlaced:
+		return true
+	case EventTypeFilterPet:
+		return true
+	case EventTypeFilterPetCreated:
+		return true
+	case EventTypeFilterPetDeleted:
+		return true
+	case EventTypeFilterPetUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthState.
 const (
 	Ok    HealthState = "ok"
@@ -101,6 +141,51 @@ func (e HealthState) Valid() bool {
 	case Ok:
 		return true
 	case Ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderCancelledEventType.
+const (
+	OrderCancelledEventTypeOrderCancelled OrderCancelledEventType = "order.cancelled"
+)
+
+// Valid indicates whether the value is a known member of the OrderCancelledEventType enum.
+func (e OrderCancelledEventType) Valid() bool {
+	switch e {
+	case OrderCancelledEventTypeOrderCancelled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderDeliveredEventType.
+const (
+	OrderDeliveredEventTypeOrderDelivered OrderDeliveredEventType = "order.delivered"
+)
+
+// Valid indicates whether the value is a known member of the OrderDeliveredEventType enum.
+func (e OrderDeliveredEventType) Valid() bool {
+	switch e {
+	case OrderDeliveredEventTypeOrderDelivered:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderPlacedEventType.
+const (
+	OrderPlacedEventTypeOrderPlaced OrderPlacedEventType = "order.placed"
+)
+
+// Valid indicates whether the value is a known member of the OrderPlacedEventType enum.
+func (e OrderPlacedEventType) Valid() bool {
+	switch e {
+	case OrderPlacedEventTypeOrderPlaced:
 		return true
 	default:
 		return false
@@ -128,6 +213,36 @@ func (e OrderStatus) Valid() bool {
 	}
 }
 
+// Defines values for PetCreatedEventType.
+const (
+	PetCreatedEventTypePetCreated PetCreatedEventType = "pet.created"
+)
+
+// Valid indicates whether the value is a known member of the PetCreatedEventType enum.
+func (e PetCreatedEventType) Valid() bool {
+	switch e {
+	case PetCreatedEventTypePetCreated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PetDeletedEventType.
+const (
+	PetDeletedEventTypePetDeleted PetDeletedEventType = "pet.deleted"
+)
+
+// Valid indicates whether the value is a known member of the PetDeletedEventType enum.
+func (e PetDeletedEventType) Valid() bool {
+	switch e {
+	case PetDeletedEventTypePetDeleted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PetStatus.
 const (
 	Available PetStatus = "available"
@@ -143,6 +258,21 @@ func (e PetStatus) Valid() bool {
 	case Pending:
 		return true
 	case Sold:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PetUpdatedEventType.
+const (
+	PetUpdatedEventTypePetUpdated PetUpdatedEventType = "pet.updated"
+)
+
+// Valid indicates whether the value is a known member of the PetUpdatedEventType enum.
+func (e PetUpdatedEventType) Valid() bool {
+	switch e {
+	case PetUpdatedEventTypePetUpdated:
 		return true
 	default:
 		return false
@@ -169,6 +299,26 @@ type ErrorCode string
 
 // ErrorStatus The HTTP status of the answer.
 type ErrorStatus = int32
+
+// Event One committed change: its `id` (the feed's cursor), its `type`, when it was committed (`occurredAt`), the path of the resource it changed (`subject`) and, in `data`, that resource as GET returns it right after the change (a deleted pet as it was before). The same JSON in the pages and in the stream's `data:` lines. `type` says which of the forms below it is.
+type Event struct {
+	union json.RawMessage
+}
+
+// EventId An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+type EventId = int64
+
+// EventTicket A ticket that opens one stream of listEvents, as `?ticket=`.
+type EventTicket struct {
+	// ExpiresAt After this instant the ticket is refused (60 s after it was issued).
+	ExpiresAt Timestamp `json:"expiresAt"`
+
+	// Ticket Random and opaque; letters and digits only, so it goes into a URL as it is.
+	Ticket string `json:"ticket"`
+}
+
+// EventTypeFilter An event type, or a pattern naming every type of one resource: `pet.*` or `order.*`.
+type EventTypeFilter string
 
 // HealthState What a health check found: `ok` (getHealth: the process serves HTTP) or `ready` (getReadiness: the database answers).
 type HealthState string
@@ -220,6 +370,63 @@ type Order struct {
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
 
+// OrderCancelledEvent An order was cancelled (updateOrder): `data` is the order right after the change.
+type OrderCancelledEvent struct {
+	// Data The order as GET returns it right after the change.
+	Data Order `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The order's path.
+	Subject string                  `json:"subject"`
+	Type    OrderCancelledEventType `json:"type"`
+}
+
+// OrderCancelledEventType defines model for OrderCancelledEvent.Type.
+type OrderCancelledEventType string
+
+// OrderDeliveredEvent An order was delivered (updateOrder): `data` is the order right after the change.
+type OrderDeliveredEvent struct {
+	// Data The order as GET returns it right after the change.
+	Data Order `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The order's path.
+	Subject string                  `json:"subject"`
+	Type    OrderDeliveredEventType `json:"type"`
+}
+
+// OrderDeliveredEventType defines model for OrderDeliveredEvent.Type.
+type OrderDeliveredEventType string
+
+// OrderPlacedEvent An order was placed (placeOrder): `data` is the order as placed.
+type OrderPlacedEvent struct {
+	// Data The order as GET returns it right after the change.
+	Data Order `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The order's path.
+	Subject string               `json:"subject"`
+	Type    OrderPlacedEventType `json:"type"`
+}
+
+// OrderPlacedEventType defines model for OrderPlacedEvent.Type.
+type OrderPlacedEventType string
+
 // OrderStatus Where an order is: `placed` (its pet is `pending`), `delivered` (it sold its pet: `sold`) or `cancelled` (it gave its pet back: `available`). Only a placed order changes.
 type OrderStatus string
 
@@ -244,6 +451,44 @@ type Pet struct {
 	Status PetStatus `json:"status"`
 }
 
+// PetCreatedEvent A pet was added (createPet): `data` is the pet as created.
+type PetCreatedEvent struct {
+	// Data The pet as GET returns it right after the change.
+	Data Pet `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The pet's path.
+	Subject string              `json:"subject"`
+	Type    PetCreatedEventType `json:"type"`
+}
+
+// PetCreatedEventType defines model for PetCreatedEvent.Type.
+type PetCreatedEventType string
+
+// PetDeletedEvent A pet was removed (deletePet): `data` is the pet as it was before the delete.
+type PetDeletedEvent struct {
+	// Data The pet as GET returned it just before the delete.
+	Data Pet `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The pet's path.
+	Subject string              `json:"subject"`
+	Type    PetDeletedEventType `json:"type"`
+}
+
+// PetDeletedEventType defines model for PetDeletedEvent.Type.
+type PetDeletedEventType string
+
 // PetName 1 to 100 characters (Unicode code points), not only white space, with no control character and no U+FFFD. Stored exactly as sent.
 type PetName = string
 
@@ -261,6 +506,25 @@ type PetPatch struct {
 
 // PetStatus Availability of a pet.
 type PetStatus string
+
+// PetUpdatedEvent A pet's representation changed: updatePet, or the status change that placing, delivering or cancelling its order makes. `data` is the pet right after the change.
+type PetUpdatedEvent struct {
+	// Data The pet as GET returns it right after the change.
+	Data Pet `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The pet's path.
+	Subject string              `json:"subject"`
+	Type    PetUpdatedEventType `json:"type"`
+}
+
+// PetUpdatedEventType defines model for PetUpdatedEvent.Type.
+type PetUpdatedEventType string
 
 // Timestamp An instant, RFC 3339 in UTC with milliseconds, such as `2026-05-01T09:30:00.000Z`.
 type Timestamp = time.Time
@@ -469,6 +733,21 @@ type UnsupportedMediaType struct {
 	Status  ErrorStatus `json:"status"`
 }
 
+// ListEventsParams defines parameters for ListEvents.
+type ListEventsParams struct {
+	// After Cursor: only events whose `id` is greater than this one. The `Link` header of a page carries it for the next page. For the stream, `Last-Event-ID` wins over it.
+	After *int64 `form:"after,omitempty" json:"after,omitempty"`
+
+	// Limit Most events on a page. The stream sends every event and ignores it.
+	Limit *int32 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Type Only events of these types: event types and the patterns `pet.*` and `order.*` (every type of one resource), separated by commas, such as `type=order.placed,pet.*` (order and repeats do not matter). Every type when absent. The `Link` carries it as given.
+	Type *[]EventTypeFilter `form:"type,omitempty" json:"type,omitempty"`
+
+	// LastEventID The stream's position: the id of the last event (or bookmark) the client received. EventSource sends it when it reconnects. Only the stream reads it; it wins over `after`. Not an integer from 0 to 9223372036854775807: 400 `invalid_header`.
+	LastEventID *int64 `json:"Last-Event-ID,omitempty"`
+}
+
 // GetOpenAPIDocumentParams defines parameters for GetOpenAPIDocument.
 type GetOpenAPIDocumentParams struct {
 	// IfNoneMatch Entity tags (RFC 9110) of copies the client holds, or `*`.
@@ -531,6 +810,251 @@ type UpdateOrderJSONRequestBody = OrderUpdate
 
 // UpdateOrderApplicationMergePatchPlusJSONRequestBody defines body for UpdateOrder for application/merge-patch+json ContentType.
 type UpdateOrderApplicationMergePatchPlusJSONRequestBody = OrderUpdate
+
+// AsPetCreatedEvent returns the union data inside the Event as a PetCreatedEvent
+func (t Event) AsPetCreatedEvent() (PetCreatedEvent, error) {
+	var body PetCreatedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPetCreatedEvent overwrites any union data inside the Event as the provided PetCreatedEvent
+func (t *Event) FromPetCreatedEvent(v PetCreatedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.created"}`))
+	t.union = b
+	return err
+}
+
+// MergePetCreatedEvent performs a merge with any union data inside the Event, using the provided PetCreatedEvent
+func (t *Event) MergePetCreatedEvent(v PetCreatedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.created"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsPetUpdatedEvent returns the union data inside the Event as a PetUpdatedEvent
+func (t Event) AsPetUpdatedEvent() (PetUpdatedEvent, error) {
+	var body PetUpdatedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPetUpdatedEvent overwrites any union data inside the Event as the provided PetUpdatedEvent
+func (t *Event) FromPetUpdatedEvent(v PetUpdatedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.updated"}`))
+	t.union = b
+	return err
+}
+
+// MergePetUpdatedEvent performs a merge with any union data inside the Event, using the provided PetUpdatedEvent
+func (t *Event) MergePetUpdatedEvent(v PetUpdatedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.updated"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsPetDeletedEvent returns the union data inside the Event as a PetDeletedEvent
+func (t Event) AsPetDeletedEvent() (PetDeletedEvent, error) {
+	var body PetDeletedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPetDeletedEvent overwrites any union data inside the Event as the provided PetDeletedEvent
+func (t *Event) FromPetDeletedEvent(v PetDeletedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.deleted"}`))
+	t.union = b
+	return err
+}
+
+// MergePetDeletedEvent performs a merge with any union data inside the Event, using the provided PetDeletedEvent
+func (t *Event) MergePetDeletedEvent(v PetDeletedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.deleted"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOrderPlacedEvent returns the union data inside the Event as a OrderPlacedEvent
+func (t Event) AsOrderPlacedEvent() (OrderPlacedEvent, error) {
+	var body OrderPlacedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOrderPlacedEvent overwrites any union data inside the Event as the provided OrderPlacedEvent
+func (t *Event) FromOrderPlacedEvent(v OrderPlacedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.placed"}`))
+	t.union = b
+	return err
+}
+
+// MergeOrderPlacedEvent performs a merge with any union data inside the Event, using the provided OrderPlacedEvent
+func (t *Event) MergeOrderPlacedEvent(v OrderPlacedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.placed"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOrderDeliveredEvent returns the union data inside the Event as a OrderDeliveredEvent
+func (t Event) AsOrderDeliveredEvent() (OrderDeliveredEvent, error) {
+	var body OrderDeliveredEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOrderDeliveredEvent overwrites any union data inside the Event as the provided OrderDeliveredEvent
+func (t *Event) FromOrderDeliveredEvent(v OrderDeliveredEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.delivered"}`))
+	t.union = b
+	return err
+}
+
+// MergeOrderDeliveredEvent performs a merge with any union data inside the Event, using the provided OrderDeliveredEvent
+func (t *Event) MergeOrderDeliveredEvent(v OrderDeliveredEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.delivered"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOrderCancelledEvent returns the union data inside the Event as a OrderCancelledEvent
+func (t Event) AsOrderCancelledEvent() (OrderCancelledEvent, error) {
+	var body OrderCancelledEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOrderCancelledEvent overwrites any union data inside the Event as the provided OrderCancelledEvent
+func (t *Event) FromOrderCancelledEvent(v OrderCancelledEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.cancelled"}`))
+	t.union = b
+	return err
+}
+
+// MergeOrderCancelledEvent performs a merge with any union data inside the Event, using the provided OrderCancelledEvent
+func (t *Event) MergeOrderCancelledEvent(v OrderCancelledEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.cancelled"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Event) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t Event) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "order.cancelled":
+		return t.AsOrderCancelledEvent()
+	case "order.delivered":
+		return t.AsOrderDeliveredEvent()
+	case "order.placed":
+		return t.AsOrderPlacedEvent()
+	case "pet.created":
+		return t.AsPetCreatedEvent()
+	case "pet.deleted":
+		return t.AsPetDeletedEvent()
+	case "pet.updated":
+		return t.AsPetUpdatedEvent()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t Event) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Event) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -605,6 +1129,31 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// ListEvents Read the change feed
+	//
+	// One Event for every change the service commits (a pet created, updated or deleted; an order placed, delivered or cancelled), written in the transaction of the change, oldest first. Ids increase strictly in commit order, on every replica alike, and may skip numbers: once a reader has seen id N, no event with a lower id appears later. A request that changes a pet and an order (placeOrder, updateOrder) makes two events with consecutive ids, the order's first; a request that changes nothing (an empty patch, an order set to the status it has, an Idempotency-Key replay) makes none.
+	//
+	// Two forms of the same events, chosen by `Accept`:
+	//
+	// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+	// - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
+	//
+	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
+	//
+	// Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
+	//
+	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+	//
+	// Corresponds with GET /events (the `ListEvents` operationId).
+	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateEventTicket Get a ticket for one stream
+	//
+	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+	//
+	// Corresponds with POST /events/tickets (the `CreateEventTicket` operationId).
+	CreateEventTicket(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHealth Liveness
 	//
@@ -792,6 +1341,51 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
 	UpdateOrderWithApplicationMergePatchPlusJSONBody(ctx context.Context, orderId OrderId, body UpdateOrderApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListEvents Read the change feed
+//
+// One Event for every change the service commits (a pet created, updated or deleted; an order placed, delivered or cancelled), written in the transaction of the change, oldest first. Ids increase strictly in commit order, on every replica alike, and may skip numbers: once a reader has seen id N, no event with a lower id appears later. A request that changes a pet and an order (placeOrder, updateOrder) makes two events with consecutive ids, the order's first; a request that changes nothing (an empty patch, an order set to the status it has, an Idempotency-Key replay) makes none.
+//
+// Two forms of the same events, chosen by `Accept`:
+//
+// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+// - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
+//
+// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
+//
+// Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
+//
+// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+//
+// Corresponds with GET /events (the `ListEvents` operationId).
+func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateEventTicket Get a ticket for one stream
+//
+// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+//
+// Corresponds with POST /events/tickets (the `CreateEventTicket` operationId).
+func (c *Client) CreateEventTicket(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEventTicketRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetHealth Liveness
@@ -1168,6 +1762,126 @@ func (c *Client) UpdateOrderWithApplicationMergePatchPlusJSONBody(ctx context.Co
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListEventsRequest constructs an http.Request for the ListEvents method
+func NewListEventsRequest(server string, params *ListEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Type != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "type", *params.Type, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewCreateEventTicketRequest constructs an http.Request for the CreateEventTicket method
+func NewCreateEventTicketRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/events/tickets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewGetHealthRequest constructs an http.Request for the GetHealth method
@@ -1833,6 +2547,35 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListEventsWithResponse Read the change feed
+	//
+	// One Event for every change the service commits (a pet created, updated or deleted; an order placed, delivered or cancelled), written in the transaction of the change, oldest first. Ids increase strictly in commit order, on every replica alike, and may skip numbers: once a reader has seen id N, no event with a lower id appears later. A request that changes a pet and an order (placeOrder, updateOrder) makes two events with consecutive ids, the order's first; a request that changes nothing (an empty patch, an order set to the status it has, an Idempotency-Key replay) makes none.
+	//
+	// Two forms of the same events, chosen by `Accept`:
+	//
+	// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+	// - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
+	//
+	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
+	//
+	// Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
+	//
+	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /events (the `ListEvents` operationId).
+	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
+
+	// CreateEventTicketWithResponse Get a ticket for one stream
+	//
+	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /events/tickets (the `CreateEventTicket` operationId).
+	CreateEventTicketWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateEventTicketResponse, error)
+
 	// GetHealthWithResponse Liveness
 	//
 	// Needs no key. 200 while the process serves HTTP, whatever the database does, so a slow disk never gets a live process restarted.
@@ -2037,6 +2780,351 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
 	UpdateOrderWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, orderId OrderId, body UpdateOrderApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOrderResponse, error)
+}
+
+// ListEventsResponse200Headers the declared response headers of an HTTP 200 response for ListEvents
+type ListEventsResponse200Headers struct {
+	CacheControl        *string
+	Link                *string
+	XAccelBuffering     *string
+	XContentTypeOptions *string
+	XRequestId          string
+}
+
+// ListEventsResponse400Headers the declared response headers of an HTTP 400 response for ListEvents
+type ListEventsResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse401Headers the declared response headers of an HTTP 401 response for ListEvents
+type ListEventsResponse401Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse410Headers the declared response headers of an HTTP 410 response for ListEvents
+type ListEventsResponse410Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse429Headers the declared response headers of an HTTP 429 response for ListEvents
+type ListEventsResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse500Headers the declared response headers of an HTTP 500 response for ListEvents
+type ListEventsResponse500Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse503Headers the declared response headers of an HTTP 503 response for ListEvents
+type ListEventsResponse503Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+type ListEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]Event
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON410 the response for an HTTP 410 `application/json` response
+	JSON410 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListEventsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListEventsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListEventsResponse401Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *ListEventsResponse410Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEventsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListEventsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListEventsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEventsResponse) GetJSON200() *[]Event {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListEventsResponse) GetJSON400() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListEventsResponse) GetJSON401() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON401
+}
+
+// GetJSON410 returns the response for an HTTP 410 `application/json` response
+func (r ListEventsResponse) GetJSON410() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON410
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEventsResponse) GetJSON429() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListEventsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListEventsResponse) GetJSON503() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateEventTicketResponse201Headers the declared response headers of an HTTP 201 response for CreateEventTicket
+type CreateEventTicketResponse201Headers struct {
+	CacheControl        string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse400Headers the declared response headers of an HTTP 400 response for CreateEventTicket
+type CreateEventTicketResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse401Headers the declared response headers of an HTTP 401 response for CreateEventTicket
+type CreateEventTicketResponse401Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse429Headers the declared response headers of an HTTP 429 response for CreateEventTicket
+type CreateEventTicketResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse500Headers the declared response headers of an HTTP 500 response for CreateEventTicket
+type CreateEventTicketResponse500Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse503Headers the declared response headers of an HTTP 503 response for CreateEventTicket
+type CreateEventTicketResponse503Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+type CreateEventTicketResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *EventTicket
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *CannotWrite
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateEventTicketResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateEventTicketResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateEventTicketResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateEventTicketResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateEventTicketResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateEventTicketResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateEventTicketResponse) GetJSON201() *EventTicket {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateEventTicketResponse) GetJSON400() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateEventTicketResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateEventTicketResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateEventTicketResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateEventTicketResponse) GetJSON503() *CannotWrite {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateEventTicketResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateEventTicketResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateEventTicketResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateEventTicketResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // GetHealthResponse200Headers the declared response headers of an HTTP 200 response for GetHealth
@@ -3889,6 +4977,47 @@ func (r UpdateOrderResponse) ContentType() string {
 	return ""
 }
 
+// ListEventsWithResponse Read the change feed
+//
+// One Event for every change the service commits (a pet created, updated or deleted; an order placed, delivered or cancelled), written in the transaction of the change, oldest first. Ids increase strictly in commit order, on every replica alike, and may skip numbers: once a reader has seen id N, no event with a lower id appears later. A request that changes a pet and an order (placeOrder, updateOrder) makes two events with consecutive ids, the order's first; a request that changes nothing (an empty patch, an order set to the status it has, an Idempotency-Key replay) makes none.
+//
+// Two forms of the same events, chosen by `Accept`:
+//
+// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+// - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
+//
+// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
+//
+// Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
+//
+// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /events (the `ListEvents` operationId).
+func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error) {
+	rsp, err := c.ListEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEventsResponse(rsp)
+}
+
+// CreateEventTicketWithResponse Get a ticket for one stream
+//
+// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /events/tickets (the `CreateEventTicket` operationId).
+func (c *ClientWithResponses) CreateEventTicketWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateEventTicketResponse, error) {
+	rsp, err := c.CreateEventTicket(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateEventTicketResponse(rsp)
+}
+
 // GetHealthWithResponse Liveness
 //
 // Needs no key. 200 while the process serves HTTP, whatever the database does, so a slow disk never gets a live process restarted.
@@ -4206,6 +5335,471 @@ func (c *ClientWithResponses) UpdateOrderWithApplicationMergePatchPlusJSONBodyWi
 		return nil, err
 	}
 	return ParseUpdateOrderResponse(rsp)
+}
+
+// ParseListEventsResponse parses an HTTP response from a ListEventsWithResponse call
+func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []Event
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListEventsResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
+		if values := rsp.Header.Values("X-Accel-Buffering"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Accel-Buffering", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XAccelBuffering = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListEventsResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 410:
+		var headers ListEventsResponse410Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListEventsResponse500Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateEventTicketResponse parses an HTTP response from a CreateEventTicketWithResponse call
+func ParseCreateEventTicketResponse(rsp *http.Response) (*CreateEventTicketResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateEventTicketResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest EventTicket
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest CannotWrite
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateEventTicketResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateEventTicketResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateEventTicketResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateEventTicketResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateEventTicketResponse500Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateEventTicketResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
