@@ -50,6 +50,9 @@ const (
 	// Its client address, 127.0.0.1, has spent a budget of one failed
 	// authentication.
 	serverThrottled = "throttled"
+	// Its test key holds only the scope events:read, which no operation
+	// of the document needs (see newServerWithKeyFile).
+	serverNarrowKey = "narrow-key"
 )
 
 // contractCase is one row of the contract table: a request and the status the
@@ -381,6 +384,18 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "updateOrder when the disk cannot be written", server: serverReadOnly, method: "PATCH", path: "/v1/store/orders/" + d.readOnlyOrder,
 			body: `{"status":"delivered"}`, status: 503},
 
+		// A key without the operation's scope
+		{rule: "listPets with a key lacking pets:read", server: serverNarrowKey, method: "GET", path: "/v1/pets", status: 403},
+		{rule: "createPet with a key lacking pets:write", server: serverNarrowKey, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 403},
+		{rule: "getPet with a key lacking pets:read, with the deprecation headers", server: serverNarrowKey, method: "GET", path: "/v1/pets/1", status: 403},
+		{rule: "updatePet with a key lacking pets:write", server: serverNarrowKey, method: "PATCH", path: "/v1/pets/1", body: `{"name":"Rex"}`, status: 403},
+		{rule: "deletePet with a key lacking pets:write", server: serverNarrowKey, method: "DELETE", path: "/v1/pets/1", status: 403},
+		{rule: "listOrders with a key lacking orders:read", server: serverNarrowKey, method: "GET", path: "/v1/store/orders", status: 403},
+		{rule: "placeOrder with a key lacking orders:write", server: serverNarrowKey, method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, status: 403},
+		{rule: "getOrder with a key lacking orders:read", server: serverNarrowKey, method: "GET", path: "/v1/store/orders/1", status: 403},
+		{rule: "updateOrder with a key lacking orders:write", server: serverNarrowKey, method: "PATCH", path: "/v1/store/orders/1", body: `{"status":"delivered"}`, status: 403},
+		{rule: "the metrics with a key lacking *", server: serverNarrowKey, method: "GET", path: "/metrics", status: 403},
+
 		// getOpenAPIDocument
 		{rule: "the document, without a key", method: "GET", path: "/v1/openapi.json", header: noKey, status: 200},
 		{rule: "a stale copy gets the document", method: "GET", path: "/v1/openapi.json", header: map[string]string{"If-None-Match": `"0"`}, status: 200},
@@ -608,8 +623,9 @@ func TestContract(t *testing.T) {
 	if res := throttled.do(t, "GET", "/v1/pets", "", map[string]string{"Authorization": ""}); res.Status != http.StatusUnauthorized { // spends the budget
 		t.Fatalf("the throttled server's first failure: status %d", res.Status)
 	}
+	narrow := newServerWithKeyFile(t, testKey+" narrow scopes=events:read\n", time.Now)
 	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL,
-		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverThrottled: throttled.URL}
+		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverThrottled: throttled.URL, serverNarrowKey: narrow.URL}
 	unreachable, haveUnreachable := unreachableServer(t)
 	if haveUnreachable {
 		servers[serverUnreachable] = unreachable.URL

@@ -17,6 +17,7 @@ import (
 // the README lists them, and a client may switch on them.
 const (
 	codeUnauthorized         = "unauthorized"
+	codeInsufficientScope    = "insufficient_scope"
 	codeInvalidBody          = "invalid_body"
 	codeInvalidField         = "invalid_field"
 	codeInvalidParameter     = "invalid_parameter"
@@ -46,6 +47,8 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case codeUnauthorized:
 		return http.StatusUnauthorized
+	case codeInsufficientScope:
+		return http.StatusForbidden
 	case codeNotFound:
 		return http.StatusNotFound
 	case codeMethodNotAllowed:
@@ -139,12 +142,33 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	case e.Status >= 500 && !errors.As(err, new(*apiError)):
 		log.WarnContext(r.Context(), "request refused", "method", abbreviate(r.Method), "path", abbreviate(r.URL.Path), "code", e.Code, "err", err)
 	}
+	if refusedUnread(e.Code) && r.ContentLength != 0 {
+		// The answer comes before the body was read (or while it was
+		// too long to read): net/http would otherwise wait to read and
+		// discard the rest before the connection can serve another
+		// request, so a caller without a key could hold a connection
+		// slot for the whole read timeout by announcing a body and never
+		// sending it. Closing the connection frees the slot at once.
+		w.Header().Set("Connection", "close")
+	}
 	if e.Code == codeUnavailable && w.Header().Get("Retry-After") == "" {
 		// RFC 9110, section 10.2.3: when to try again. The causes (a full
 		// disk, a database restarting) last seconds to minutes.
 		w.Header().Set("Retry-After", unavailableRetryAfter)
 	}
 	writeJSON(w, e.Status, e)
+}
+
+// refusedUnread reports whether an error of this code is answered before the
+// request's body is read: no key or an invalid one (and a repeated
+// Authorization header), a scope the key lacks, a rate limit, and a body
+// refused by its declared size or media type.
+func refusedUnread(code string) bool {
+	switch code {
+	case codeUnauthorized, codeInvalidHeader, codeInsufficientScope, codeRateLimited, codePayloadTooLarge, codeUnsupportedMediaType:
+		return true
+	}
+	return false
 }
 
 // writeJSON encodes v as the response body with the given status. The body is

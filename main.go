@@ -92,6 +92,7 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
 	}
 	warnShortKeys(log, keys)
+	warnExpiringKeys(log, keys, time.Now())
 
 	st, err := openStore(ctx, cfg.dbPath, cfg.dbMaxConns)
 	if err != nil {
@@ -170,16 +171,31 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	// the line above stays exactly as tools parse it.
 	fmt.Fprintf(stdout, "petstore API reference on %s/docs\n", url)
 
+	// Reloads run apart from this loop: a key file on a hung network
+	// file system must not keep the loop from draining on SIGTERM. Signals
+	// that come while a reload runs make one more reload, which reads the
+	// file as it is by then.
+	reloads := make(chan struct{}, 1)
+	defer close(reloads)
+	go func() {
+		for range reloads {
+			if err := keys.reload(); err != nil {
+				log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
+				continue
+			}
+			log.Info("API keys reloaded", "keys", len(keys.keys().entries))
+			warnShortKeys(log, keys)
+			warnExpiringKeys(log, keys, time.Now())
+		}
+	}()
 	for ctx.Err() == nil {
 		select {
 		case err := <-serveErr:
 			return fmt.Errorf("serve: %w", err)
 		case <-hup:
-			if err := keys.reload(); err != nil {
-				log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
-			} else {
-				log.Info("API keys reloaded", "keys", len(keys.keys().entries))
-				warnShortKeys(log, keys)
+			select {
+			case reloads <- struct{}{}:
+			default: // a reload is pending already
 			}
 		case <-ctx.Done():
 		}
@@ -207,6 +223,24 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 func warnShortKeys(log *slog.Logger, keys keyring) {
 	for _, label := range keys.keys().shortKeys() {
 		log.Warn(fmt.Sprintf("an API key is shorter than %d characters, short enough to guess: it is accepted, but replace it with a long random one (openssl rand -base64 32)", minKeyLen), "caller", label)
+	}
+}
+
+// expiryWarning is how long before its expiry a key is warned about, at
+// start-up and on each reload.
+const expiryWarning = 7 * 24 * time.Hour
+
+// warnExpiringKeys logs a warning for each key that expires within
+// expiryWarning of now, or has expired, naming it by its label and id.
+func warnExpiringKeys(log *slog.Logger, keys keyring, now time.Time) {
+	for _, e := range keys.keys().entries {
+		switch {
+		case e.expires.IsZero() || e.expires.Sub(now) > expiryWarning:
+		case e.expired(now):
+			log.Warn("an API key has expired and is refused; remove its line from the key file", "caller", e.label, "id", e.shortID(), "expires", e.expires)
+		default:
+			log.Warn("an API key expires within 7 days; issue a new one (petstore keys new) and rotate its clients to it", "caller", e.label, "id", e.shortID(), "expires", e.expires)
+		}
 	}
 }
 
@@ -293,35 +327,71 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, now func()
 	limiter := newRateLimiter(lim.rateLimit, lim.rateBurst, now)
 	// The rate limit runs after the key check: it is per key, and a caller
 	// without a valid key has no budget to spend. Such callers are
-	// throttled by their address instead (see authThrottle).
-	guard := authGuard{proxies: lim.trustedProxies, throttle: newAuthThrottle(lim.authFailures, now), failures: m.authFailed}
+	// throttled by their address instead (see authThrottle). The scope is
+	// checked last, so that a key spends its budget on refused requests
+	// too.
+	guard := authGuard{proxies: lim.trustedProxies, throttle: newAuthThrottle(lim.authFailures, now), failures: m.authFailed, now: now}
 	auth := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, limitRate(limiter, log, h)) }
-	addRoutes(mux, log, auth, st, m, newIdempotency(st, lim.idempotencyTTL, now), now)
+	scoped := func(need scope, h http.Handler) http.Handler { return auth(requireScope(need, m.keyForbidden, log, h)) }
+	m.watchKeys(keys)
+	addRoutes(mux, scoped, routes(log, st, m, newIdempotency(st, lim.idempotencyTTL, now), now))
 	bodies := newBodyBudget(lim.maxBodyMemory)
 	m.watchBodyBudget(bodies)
 	return observe(log, m, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth))))
 }
 
-// addRoutes lists every route of the service. The health checks, the API
-// document and its reference page are the only routes without auth (and so
-// without a rate limit): probes, generators and a person's browser carry no
-// key. Every create goes through idempotent, which gives it Idempotency-Key.
-func addRoutes(mux *http.ServeMux, log *slog.Logger, auth func(http.Handler) http.Handler, st *store, m *metrics, idem *idempotency, now func() time.Time) {
-	mux.Handle("GET /healthz", handleHealthz())
-	mux.Handle("GET /readyz", handleReadyz(log, st))
-	mux.Handle("GET /metrics", auth(m.handler()))
-	mux.Handle("GET /v1/pets", auth(handleListPets(log, st)))
-	mux.Handle("POST /v1/pets", auth(idempotent(log, idem, createPet())))
-	mux.Handle("GET /v1/pets/{petId}", deprecated(m, auth(handleGetPet(log, st, now))))
-	mux.Handle("PATCH /v1/pets/{petId}", auth(handleUpdatePet(log, st)))
-	mux.Handle("DELETE /v1/pets/{petId}", auth(handleDeletePet(log, st)))
-	mux.Handle("GET /v1/store/orders", auth(handleListOrders(log, st)))
-	mux.Handle("POST /v1/store/orders", auth(idempotent(log, idem, placeOrder(now, m.orderPlaced))))
-	mux.Handle("GET /v1/store/orders/{orderId}", auth(handleGetOrder(log, st)))
-	mux.Handle("PATCH /v1/store/orders/{orderId}", auth(handleUpdateOrder(log, st, now, m.orderChanged)))
-	mux.Handle("GET /v1/openapi.json", handleOpenAPIDocument(openapiDocument))
+// route is one row of the service's route table: the mux pattern, the
+// operationId that the API document gives it ("" for a route outside the
+// document), the scope a key needs for it (noKey when it needs none), the
+// handler, and what wraps it outside the key check, if anything.
+type route struct {
+	pattern   string
+	operation string
+	scope     scope
+	handler   http.Handler
+	outer     func(http.Handler) http.Handler
+}
+
+// routes is the service's route table: who may do what, on one screen.
+// Only the health checks, the API document and its reference page need no
+// key (and so have no rate limit): probes, generators and a person's
+// browser carry no key. Every create goes through idempotent, which gives
+// it Idempotency-Key; the deprecated getPet announces its successor.
+// TestRoutesAreTheDocumentsSecurity holds the scopes equal to the document's.
+func routes(log *slog.Logger, st *store, m *metrics, idem *idempotency, now func() time.Time) []route {
 	reference := newReferenceSite()
-	mux.Handle("GET /docs", handleReferencePage(log, reference))
-	mux.Handle("GET /docs/{version}/{file}", handleReferenceFile(log, reference))
-	mux.Handle("GET /{$}", handleRoot())
+	deprecatedGetPet := func(h http.Handler) http.Handler { return deprecated(m, h) }
+	return []route{
+		{"GET /healthz", "getHealth", noKey, handleHealthz(), nil},
+		{"GET /readyz", "getReadiness", noKey, handleReadyz(log, st, now), nil},
+		{"GET /metrics", "getMetrics", scopeAll, m.handler(), nil},
+		{"GET /v1/pets", "listPets", scopePetsRead, handleListPets(log, st), nil},
+		{"POST /v1/pets", "createPet", scopePetsWrite, idempotent(log, idem, createPet()), nil},
+		{"GET /v1/pets/{petId}", "getPet", scopePetsRead, handleGetPet(log, st, now), deprecatedGetPet},
+		{"PATCH /v1/pets/{petId}", "updatePet", scopePetsWrite, handleUpdatePet(log, st), nil},
+		{"DELETE /v1/pets/{petId}", "deletePet", scopePetsWrite, handleDeletePet(log, st), nil},
+		{"GET /v1/store/orders", "listOrders", scopeOrdersRead, handleListOrders(log, st), nil},
+		{"POST /v1/store/orders", "placeOrder", scopeOrdersWrite, idempotent(log, idem, placeOrder(now, m.orderPlaced)), nil},
+		{"GET /v1/store/orders/{orderId}", "getOrder", scopeOrdersRead, handleGetOrder(log, st), nil},
+		{"PATCH /v1/store/orders/{orderId}", "updateOrder", scopeOrdersWrite, handleUpdateOrder(log, st, now, m.orderChanged), nil},
+		{"GET /v1/openapi.json", "getOpenAPIDocument", noKey, handleOpenAPIDocument(openapiDocument), nil},
+		{"GET /docs", "", noKey, handleReferencePage(log, reference), nil},
+		{"GET /docs/{version}/{file}", "", noKey, handleReferenceFile(log, reference), nil},
+		{"GET /{$}", "", noKey, handleRoot(), nil},
+	}
+}
+
+// addRoutes registers every route of the table, each behind the key check
+// with its scope (scoped) unless it needs no key.
+func addRoutes(mux *http.ServeMux, scoped func(scope, http.Handler) http.Handler, table []route) {
+	for _, rt := range table {
+		h := rt.handler
+		if rt.scope != noKey {
+			h = scoped(rt.scope, h)
+		}
+		if rt.outer != nil {
+			h = rt.outer(h)
+		}
+		mux.Handle(rt.pattern, h)
+	}
 }

@@ -22,6 +22,7 @@ const (
 	ErrorCodeGone                   ErrorCode = "gone"
 	ErrorCodeIdempotencyKeyConflict ErrorCode = "idempotency_key_conflict"
 	ErrorCodeIdempotencyKeyMismatch ErrorCode = "idempotency_key_mismatch"
+	ErrorCodeInsufficientScope      ErrorCode = "insufficient_scope"
 	ErrorCodeInternal               ErrorCode = "internal"
 	ErrorCodeInvalidBody            ErrorCode = "invalid_body"
 	ErrorCodeInvalidField           ErrorCode = "invalid_field"
@@ -49,6 +50,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeIdempotencyKeyConflict:
 		return true
 	case ErrorCodeIdempotencyKeyMismatch:
+		return true
+	case ErrorCodeInsufficientScope:
 		return true
 	case ErrorCodeInternal:
 		return true
@@ -615,7 +618,7 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
-	// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+	// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -633,6 +636,8 @@ type ClientInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `pets:read`.
+	//
 	// Corresponds with GET /pets (the `ListPets` operationId).
 	ListPets(ctx context.Context, params *ListPetsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -641,6 +646,8 @@ type ClientInterface interface {
 	// The 201 is sent only after the pet is committed to disk.
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -653,6 +660,8 @@ type ClientInterface interface {
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /pets (the `CreatePet` operationId).
@@ -662,6 +671,8 @@ type ClientInterface interface {
 	//
 	// Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Corresponds with DELETE /pets/{petId} (the `DeletePet` operationId).
 	DeletePet(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -670,6 +681,8 @@ type ClientInterface interface {
 	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 	//
 	// A `petId` that is not such an integer is 404, like a pet that does not exist.
+	//
+	// Needs a key with the scope `pets:read`.
 	//
 	// Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 	//
@@ -684,6 +697,8 @@ type ClientInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -697,6 +712,8 @@ type ClientInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -709,6 +726,8 @@ type ClientInterface interface {
 	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -728,6 +747,8 @@ type ClientInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `orders:read`.
+	//
 	// Corresponds with GET /store/orders (the `ListOrders` operationId).
 	ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -736,6 +757,8 @@ type ClientInterface interface {
 	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -748,6 +771,8 @@ type ClientInterface interface {
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
@@ -757,6 +782,8 @@ type ClientInterface interface {
 	//
 	// An `orderId` that is not a positive integer is 404, like an order that does not exist.
 	//
+	// Needs a key with the scope `orders:read`.
+	//
 	// Corresponds with GET /store/orders/{orderId} (the `GetOrder` operationId).
 	GetOrder(ctx context.Context, orderId OrderId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -765,6 +792,8 @@ type ClientInterface interface {
 	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -777,6 +806,8 @@ type ClientInterface interface {
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -787,6 +818,8 @@ type ClientInterface interface {
 	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -813,7 +846,7 @@ func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (
 
 // GetMetrics Prometheus metrics
 //
-// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -851,6 +884,8 @@ func (c *Client) GetOpenAPIDocument(ctx context.Context, params *GetOpenAPIDocum
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `pets:read`.
+//
 // Corresponds with GET /pets (the `ListPets` operationId).
 func (c *Client) ListPets(ctx context.Context, params *ListPetsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListPetsRequest(c.Server, params)
@@ -869,6 +904,8 @@ func (c *Client) ListPets(ctx context.Context, params *ListPetsParams, reqEditor
 // The 201 is sent only after the pet is committed to disk.
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -891,6 +928,8 @@ func (c *Client) CreatePetWithBody(ctx context.Context, params *CreatePetParams,
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /pets (the `CreatePet` operationId).
@@ -910,6 +949,8 @@ func (c *Client) CreatePet(ctx context.Context, params *CreatePetParams, body Cr
 //
 // Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Corresponds with DELETE /pets/{petId} (the `DeletePet` operationId).
 func (c *Client) DeletePet(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeletePetRequest(c.Server, petId)
@@ -928,6 +969,8 @@ func (c *Client) DeletePet(ctx context.Context, petId PetId, reqEditors ...Reque
 // Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 //
 // A `petId` that is not such an integer is 404, like a pet that does not exist.
+//
+// Needs a key with the scope `pets:read`.
 //
 // Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 // Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
@@ -950,6 +993,8 @@ func (c *Client) GetPet(ctx context.Context, petId PetId, reqEditors ...RequestE
 // A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -974,6 +1019,8 @@ func (c *Client) UpdatePetWithBody(ctx context.Context, petId PetId, contentType
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -996,6 +1043,8 @@ func (c *Client) UpdatePet(ctx context.Context, petId PetId, body UpdatePetJSONR
 // A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -1035,6 +1084,8 @@ func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `orders:read`.
+//
 // Corresponds with GET /store/orders (the `ListOrders` operationId).
 func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListOrdersRequest(c.Server, params)
@@ -1053,6 +1104,8 @@ func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEd
 // Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1075,6 +1128,8 @@ func (c *Client) PlaceOrderWithBody(ctx context.Context, params *PlaceOrderParam
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /store/orders (the `PlaceOrder` operationId).
@@ -1094,6 +1149,8 @@ func (c *Client) PlaceOrder(ctx context.Context, params *PlaceOrderParams, body 
 //
 // An `orderId` that is not a positive integer is 404, like an order that does not exist.
 //
+// Needs a key with the scope `orders:read`.
+//
 // Corresponds with GET /store/orders/{orderId} (the `GetOrder` operationId).
 func (c *Client) GetOrder(ctx context.Context, orderId OrderId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOrderRequest(c.Server, orderId)
@@ -1112,6 +1169,8 @@ func (c *Client) GetOrder(ctx context.Context, orderId OrderId, reqEditors ...Re
 // Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1134,6 +1193,8 @@ func (c *Client) UpdateOrderWithBody(ctx context.Context, orderId OrderId, conte
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -1154,6 +1215,8 @@ func (c *Client) UpdateOrder(ctx context.Context, orderId OrderId, body UpdateOr
 // Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -1844,7 +1907,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
-	// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+	// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1866,6 +1929,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `pets:read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /pets (the `ListPets` operationId).
@@ -1876,6 +1941,8 @@ type ClientWithResponsesInterface interface {
 	// The 201 is sent only after the pet is committed to disk.
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1888,6 +1955,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /pets (the `CreatePet` operationId).
@@ -1896,6 +1965,8 @@ type ClientWithResponsesInterface interface {
 	// DeletePetWithResponse Remove a pet
 	//
 	// Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1907,6 +1978,8 @@ type ClientWithResponsesInterface interface {
 	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 	//
 	// A `petId` that is not such an integer is 404, like a pet that does not exist.
+	//
+	// Needs a key with the scope `pets:read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1923,6 +1996,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -1936,6 +2011,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -1948,6 +2025,8 @@ type ClientWithResponsesInterface interface {
 	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1969,6 +2048,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `orders:read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /store/orders (the `ListOrders` operationId).
@@ -1979,6 +2060,8 @@ type ClientWithResponsesInterface interface {
 	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1991,6 +2074,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
@@ -1999,6 +2084,8 @@ type ClientWithResponsesInterface interface {
 	// GetOrderWithResponse Get an order
 	//
 	// An `orderId` that is not a positive integer is 404, like an order that does not exist.
+	//
+	// Needs a key with the scope `orders:read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2011,6 +2098,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -2022,6 +2111,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -2032,6 +2123,8 @@ type ClientWithResponsesInterface interface {
 	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2112,6 +2205,13 @@ type GetMetricsResponse401Headers struct {
 	XRequestId          string
 }
 
+// GetMetricsResponse403Headers the declared response headers of an HTTP 403 response for GetMetrics
+type GetMetricsResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetMetricsResponse429Headers the declared response headers of an HTTP 429 response for GetMetrics
 type GetMetricsResponse429Headers struct {
 	RetryAfter          string
@@ -2126,6 +2226,14 @@ type GetMetricsResponse struct {
 	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -2134,6 +2242,8 @@ type GetMetricsResponse struct {
 	Headers400 *GetMetricsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetMetricsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetMetricsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetMetricsResponse429Headers
 }
@@ -2146,6 +2256,17 @@ func (r GetMetricsResponse) GetJSON400() *AuthorizationRepeated {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetMetricsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetMetricsResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -2276,6 +2397,13 @@ type ListPetsResponse401Headers struct {
 	XRequestId          string
 }
 
+// ListPetsResponse403Headers the declared response headers of an HTTP 403 response for ListPets
+type ListPetsResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // ListPetsResponse429Headers the declared response headers of an HTTP 429 response for ListPets
 type ListPetsResponse429Headers struct {
 	RetryAfter          string
@@ -2305,6 +2433,14 @@ type ListPetsResponse struct {
 	JSON400 *InvalidParameter
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -2317,6 +2453,8 @@ type ListPetsResponse struct {
 	Headers400 *ListPetsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListPetsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListPetsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListPetsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -2338,6 +2476,17 @@ func (r ListPetsResponse) GetJSON400() *InvalidParameter {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListPetsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListPetsResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -2405,6 +2554,13 @@ type CreatePetResponse401Headers struct {
 	XRequestId          string
 }
 
+// CreatePetResponse403Headers the declared response headers of an HTTP 403 response for CreatePet
+type CreatePetResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // CreatePetResponse409Headers the declared response headers of an HTTP 409 response for CreatePet
 type CreatePetResponse409Headers struct {
 	XContentTypeOptions string
@@ -2458,6 +2614,14 @@ type CreatePetResponse struct {
 	JSON400 *CreateInvalid
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *IdempotencyConflict
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -2478,6 +2642,8 @@ type CreatePetResponse struct {
 	Headers400 *CreatePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreatePetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreatePetResponse403Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *CreatePetResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
@@ -2507,6 +2673,17 @@ func (r CreatePetResponse) GetJSON400() *CreateInvalid {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r CreatePetResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreatePetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -2591,6 +2768,13 @@ type DeletePetResponse401Headers struct {
 	XRequestId          string
 }
 
+// DeletePetResponse403Headers the declared response headers of an HTTP 403 response for DeletePet
+type DeletePetResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // DeletePetResponse404Headers the declared response headers of an HTTP 404 response for DeletePet
 type DeletePetResponse404Headers struct {
 	XContentTypeOptions string
@@ -2630,6 +2814,14 @@ type DeletePetResponse struct {
 	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *PetNotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -2646,6 +2838,8 @@ type DeletePetResponse struct {
 	Headers400 *DeletePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeletePetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeletePetResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *DeletePetResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -2666,6 +2860,17 @@ func (r DeletePetResponse) GetJSON400() *AuthorizationRepeated {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r DeletePetResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeletePetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -2750,6 +2955,16 @@ type GetPetResponse401Headers struct {
 	XRequestId          string
 }
 
+// GetPetResponse403Headers the declared response headers of an HTTP 403 response for GetPet
+type GetPetResponse403Headers struct {
+	Deprecation         string
+	Link                string
+	Sunset              string
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetPetResponse404Headers the declared response headers of an HTTP 404 response for GetPet
 type GetPetResponse404Headers struct {
 	Deprecation         string
@@ -2818,6 +3033,14 @@ type GetPetResponse struct {
 		Message string      `json:"message"`
 		Status  ErrorStatus `json:"status"`
 	}
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *struct {
 		Code ErrorCode `json:"code"`
@@ -2864,6 +3087,8 @@ type GetPetResponse struct {
 	Headers400 *GetPetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetPetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetPetResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetPetResponse404Headers
 	// Headers410 the parsed response headers for an HTTP 410 response
@@ -2901,6 +3126,17 @@ func (r GetPetResponse) GetJSON401() *struct {
 	Status  ErrorStatus `json:"status"`
 } {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetPetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -3006,6 +3242,13 @@ type UpdatePetResponse401Headers struct {
 	XRequestId          string
 }
 
+// UpdatePetResponse403Headers the declared response headers of an HTTP 403 response for UpdatePet
+type UpdatePetResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // UpdatePetResponse404Headers the declared response headers of an HTTP 404 response for UpdatePet
 type UpdatePetResponse404Headers struct {
 	XContentTypeOptions string
@@ -3059,6 +3302,14 @@ type UpdatePetResponse struct {
 	JSON400 *InvalidBody
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *PetNotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -3079,6 +3330,8 @@ type UpdatePetResponse struct {
 	Headers400 *UpdatePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdatePetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdatePetResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *UpdatePetResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -3108,6 +3361,17 @@ func (r UpdatePetResponse) GetJSON400() *InvalidBody {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r UpdatePetResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdatePetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -3263,6 +3527,13 @@ type ListOrdersResponse401Headers struct {
 	XRequestId          string
 }
 
+// ListOrdersResponse403Headers the declared response headers of an HTTP 403 response for ListOrders
+type ListOrdersResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // ListOrdersResponse429Headers the declared response headers of an HTTP 429 response for ListOrders
 type ListOrdersResponse429Headers struct {
 	RetryAfter          string
@@ -3292,6 +3563,14 @@ type ListOrdersResponse struct {
 	JSON400 *InvalidParameter
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3304,6 +3583,8 @@ type ListOrdersResponse struct {
 	Headers400 *ListOrdersResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListOrdersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListOrdersResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListOrdersResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -3325,6 +3606,17 @@ func (r ListOrdersResponse) GetJSON400() *InvalidParameter {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListOrdersResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListOrdersResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3392,6 +3684,13 @@ type PlaceOrderResponse401Headers struct {
 	XRequestId          string
 }
 
+// PlaceOrderResponse403Headers the declared response headers of an HTTP 403 response for PlaceOrder
+type PlaceOrderResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // PlaceOrderResponse409Headers the declared response headers of an HTTP 409 response for PlaceOrder
 type PlaceOrderResponse409Headers struct {
 	XContentTypeOptions string
@@ -3445,6 +3744,14 @@ type PlaceOrderResponse struct {
 	JSON400 *CreateInvalid
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *PlaceOrderConflict
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -3465,6 +3772,8 @@ type PlaceOrderResponse struct {
 	Headers400 *PlaceOrderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PlaceOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PlaceOrderResponse403Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *PlaceOrderResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
@@ -3494,6 +3803,17 @@ func (r PlaceOrderResponse) GetJSON400() *CreateInvalid {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r PlaceOrderResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PlaceOrderResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -3579,6 +3899,13 @@ type GetOrderResponse401Headers struct {
 	XRequestId          string
 }
 
+// GetOrderResponse403Headers the declared response headers of an HTTP 403 response for GetOrder
+type GetOrderResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetOrderResponse404Headers the declared response headers of an HTTP 404 response for GetOrder
 type GetOrderResponse404Headers struct {
 	XContentTypeOptions string
@@ -3614,6 +3941,14 @@ type GetOrderResponse struct {
 	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *OrderNotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -3628,6 +3963,8 @@ type GetOrderResponse struct {
 	Headers400 *GetOrderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetOrderResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetOrderResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3651,6 +3988,17 @@ func (r GetOrderResponse) GetJSON400() *AuthorizationRepeated {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetOrderResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetOrderResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -3721,6 +4069,13 @@ type UpdateOrderResponse401Headers struct {
 	XRequestId          string
 }
 
+// UpdateOrderResponse403Headers the declared response headers of an HTTP 403 response for UpdateOrder
+type UpdateOrderResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // UpdateOrderResponse404Headers the declared response headers of an HTTP 404 response for UpdateOrder
 type UpdateOrderResponse404Headers struct {
 	XContentTypeOptions string
@@ -3774,6 +4129,14 @@ type UpdateOrderResponse struct {
 	JSON400 *InvalidBody
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *OrderNotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -3794,6 +4157,8 @@ type UpdateOrderResponse struct {
 	Headers400 *UpdateOrderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdateOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdateOrderResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *UpdateOrderResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -3823,6 +4188,17 @@ func (r UpdateOrderResponse) GetJSON400() *InvalidBody {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r UpdateOrderResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateOrderResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -3906,7 +4282,7 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 
 // GetMetricsWithResponse Prometheus metrics
 //
-// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3940,6 +4316,8 @@ func (c *ClientWithResponses) GetOpenAPIDocumentWithResponse(ctx context.Context
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `pets:read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /pets (the `ListPets` operationId).
@@ -3956,6 +4334,8 @@ func (c *ClientWithResponses) ListPetsWithResponse(ctx context.Context, params *
 // The 201 is sent only after the pet is committed to disk.
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3974,6 +4354,8 @@ func (c *ClientWithResponses) CreatePetWithBodyWithResponse(ctx context.Context,
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /pets (the `CreatePet` operationId).
@@ -3988,6 +4370,8 @@ func (c *ClientWithResponses) CreatePetWithResponse(ctx context.Context, params 
 // DeletePetWithResponse Remove a pet
 //
 // Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4005,6 +4389,8 @@ func (c *ClientWithResponses) DeletePetWithResponse(ctx context.Context, petId P
 // Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 //
 // A `petId` that is not such an integer is 404, like a pet that does not exist.
+//
+// Needs a key with the scope `pets:read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4027,6 +4413,8 @@ func (c *ClientWithResponses) GetPetWithResponse(ctx context.Context, petId PetI
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -4046,6 +4434,8 @@ func (c *ClientWithResponses) UpdatePetWithBodyWithResponse(ctx context.Context,
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -4064,6 +4454,8 @@ func (c *ClientWithResponses) UpdatePetWithResponse(ctx context.Context, petId P
 // A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4097,6 +4489,8 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `orders:read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /store/orders (the `ListOrders` operationId).
@@ -4113,6 +4507,8 @@ func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params
 // Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4131,6 +4527,8 @@ func (c *ClientWithResponses) PlaceOrderWithBodyWithResponse(ctx context.Context
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /store/orders (the `PlaceOrder` operationId).
@@ -4145,6 +4543,8 @@ func (c *ClientWithResponses) PlaceOrderWithResponse(ctx context.Context, params
 // GetOrderWithResponse Get an order
 //
 // An `orderId` that is not a positive integer is 404, like an order that does not exist.
+//
+// Needs a key with the scope `orders:read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4163,6 +4563,8 @@ func (c *ClientWithResponses) GetOrderWithResponse(ctx context.Context, orderId 
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -4180,6 +4582,8 @@ func (c *ClientWithResponses) UpdateOrderWithBodyWithResponse(ctx context.Contex
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -4196,6 +4600,8 @@ func (c *ClientWithResponses) UpdateOrderWithResponse(ctx context.Context, order
 // Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4284,6 +4690,19 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4359,6 +4778,30 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetMetricsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetMetricsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4517,6 +4960,19 @@ func ParseListPetsResponse(rsp *http.Response) (*ListPetsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4606,6 +5062,30 @@ func ParseListPetsResponse(rsp *http.Response) (*ListPetsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListPetsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListPetsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4710,6 +5190,19 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest IdempotencyConflict
@@ -4835,6 +5328,30 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreatePetResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 409:
 		var headers CreatePetResponse409Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -5004,6 +5521,19 @@ func ParseDeletePetResponse(rsp *http.Response) (*DeletePetResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest PetNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5093,6 +5623,30 @@ func ParseDeletePetResponse(rsp *http.Response) (*DeletePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeletePetResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers DeletePetResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -5243,6 +5797,19 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest struct {
@@ -5433,6 +6000,51 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetPetResponse403Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = value
+		}
+		if values := rsp.Header.Values("Sunset"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Sunset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Sunset = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetPetResponse404Headers
 		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
@@ -5677,6 +6289,19 @@ func ParseUpdatePetResponse(rsp *http.Response) (*UpdatePetResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest PetNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5787,6 +6412,30 @@ func ParseUpdatePetResponse(rsp *http.Response) (*UpdatePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdatePetResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers UpdatePetResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -6039,6 +6688,19 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6128,6 +6790,30 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListOrdersResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListOrdersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -6232,6 +6918,19 @@ func ParsePlaceOrderResponse(rsp *http.Response) (*PlaceOrderResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest PlaceOrderConflict
@@ -6357,6 +7056,30 @@ func ParsePlaceOrderResponse(rsp *http.Response) (*PlaceOrderResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PlaceOrderResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 409:
 		var headers PlaceOrderResponse409Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -6530,6 +7253,19 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest OrderNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6619,6 +7355,30 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetOrderResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetOrderResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -6741,6 +7501,19 @@ func ParseUpdateOrderResponse(rsp *http.Response) (*UpdateOrderResponse, error) 
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest OrderNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6851,6 +7624,30 @@ func ParseUpdateOrderResponse(rsp *http.Response) (*UpdateOrderResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdateOrderResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers UpdateOrderResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
