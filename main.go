@@ -61,6 +61,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return runCopy(ctx, args[1:], stdout, stderr)
 		case "hash-key":
 			return hashKey(stdin, stdout)
+		case "keys":
+			return runKeys(args[1:], getenv, stdout, stderr)
 		case "version":
 			if len(args) > 1 {
 				return &configError{"arguments", fmt.Sprintf("unexpected %q after version", args[1])}

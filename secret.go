@@ -44,6 +44,12 @@ func loadSecret(file, dbPath string) ([]byte, error) {
 			return nil, fmt.Errorf("cannot create the secret file %s: %v", file, err)
 		}
 	}
+	return readSecret(file)
+}
+
+// readSecret reads the secret kept in file, refusing a file that others
+// could read, write or replace.
+func readSecret(file string) ([]byte, error) {
 	f, err := openRegular(file)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
