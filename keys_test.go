@@ -61,7 +61,9 @@ func routeTable(t *testing.T) []route {
 }
 
 // scopeKey is the key that the scopes test gives the single scope s.
-func scopeKey(s scope) string { return "key-for-" + strings.ReplaceAll(string(s), "*", "star") + "-0123456789" }
+func scopeKey(s scope) string {
+	return "key-for-" + strings.ReplaceAll(string(s), "*", "star") + "-0123456789"
+}
 
 // TestEachOperationNeedsItsScope calls every operation with a key of each
 // single scope: the keys whose scope grants the operation's are served, all
