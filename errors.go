@@ -11,6 +11,7 @@ import (
 	"path"
 	"runtime/debug"
 	"strings"
+	"time"
 )
 
 // The error codes the API uses in the "code" field. This is the whole set;
@@ -148,8 +149,12 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		// discard the rest before the connection can serve another
 		// request, so a caller without a key could hold a connection
 		// slot for the whole read timeout by announcing a body and never
-		// sending it. Closing the connection frees the slot at once.
+		// sending it. Closing the connection frees the slot at once; the
+		// read deadline set in the past keeps net/http from waiting for
+		// the unread body before it closes (it reads up to 256 KiB of it
+		// even then).
 		w.Header().Set("Connection", "close")
+		http.NewResponseController(w).SetReadDeadline(time.Now())
 	}
 	if e.Code == codeUnavailable && w.Header().Get("Retry-After") == "" {
 		// RFC 9110, section 10.2.3: when to try again. The causes (a full
