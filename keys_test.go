@@ -407,3 +407,57 @@ func TestPSKWithABadChecksumIsRefused(t *testing.T) {
 		t.Errorf("a key is echoed or logged")
 	}
 }
+
+// TestFilesOthersCouldChangeAreRefused: as OpenSSH's StrictModes, the key
+// file and the secret file are refused when a user other than this one and
+// root owns them or a directory above them, or when a directory above them
+// can be written by others without the sticky bit; a root-owned sticky
+// directory (as /tmp) is fine. Changing owners needs root.
+func TestFilesOthersCouldChangeAreRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing a file's owner needs root")
+	}
+	const nobody = 65534
+	tests := []struct {
+		rule    string
+		arrange func(dir, file string) error
+		mention string // "" when the file is accepted
+	}{
+		{"a file and directories of this user and root", func(dir, file string) error { return nil }, ""},
+		{"a file owned by another user", func(dir, file string) error { return os.Chown(file, nobody, nobody) }, "owned by user id 65534"},
+		{"a directory owned by another user", func(dir, file string) error { return os.Chown(dir, nobody, nobody) }, "owned by user id 65534"},
+		{"a directory its group can write", func(dir, file string) error { return os.Chmod(dir, 0o775) }, "(mode 0775)"},
+		{"a directory anyone can write", func(dir, file string) error { return os.Chmod(dir, 0o777) }, "(mode 0777)"},
+		{"a root-owned directory anyone can write, with the sticky bit", func(dir, file string) error {
+			return os.Chmod(dir, 0o777|os.ModeSticky)
+		}, ""},
+		{"a parent directory anyone can write", func(dir, file string) error { return os.Chmod(filepath.Dir(dir), 0o777) }, "(mode 0777)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "etc", "petstore")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			keyFile, secretFile := filepath.Join(dir, "keys"), filepath.Join(dir, "secret")
+			writeFile(t, keyFile, "a-key-0123456789abcdef web\n")
+			writeFile(t, secretFile, strings.Repeat("s", 40)+"\n")
+			if err := tt.arrange(dir, keyFile); err != nil {
+				t.Fatal(err)
+			}
+			if tt.rule == "a file owned by another user" {
+				os.Chown(secretFile, nobody, nobody)
+			}
+			_, keyErr := loadKeyring("", keyFile, testSecret)
+			_, secretErr := loadSecret(secretFile, "")
+			for what, err := range map[string]error{"the key file": keyErr, "the secret file": secretErr} {
+				switch {
+				case tt.mention == "" && err != nil:
+					t.Errorf("%s is refused: %v", what, err)
+				case tt.mention != "" && (err == nil || !strings.Contains(err.Error(), tt.mention)):
+					t.Errorf("%s: error %v, want one that says %q", what, err, tt.mention)
+				}
+			}
+		})
+	}
+}
