@@ -306,7 +306,9 @@ const maxKeyFileLen = 1 << 20
 // checked on what was opened, refuses it).
 func readKeyFile(path string, secret []byte) ([]keyEntry, error) {
 	f, err := openRegular(path)
-	if err != nil {
+	if errors.As(err, new(syscall.Errno)) {
+		return nil, fmt.Errorf("cannot read key file %s: %v", path, errors.Unwrap(err))
+	} else if err != nil {
 		return nil, fmt.Errorf("key file %s %w", path, err)
 	}
 	defer f.Close()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // The service's secret keys the HMAC that turns an API key's digest into the
@@ -52,7 +53,7 @@ func loadSecret(file, dbPath string) ([]byte, error) {
 func readSecret(file string) ([]byte, error) {
 	f, err := openRegular(file)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if errors.As(err, new(syscall.Errno)) {
 			return nil, fmt.Errorf("cannot read the secret file %s: %v", file, errors.Unwrap(err))
 		}
 		return nil, fmt.Errorf("the secret file %s %w", file, err)
