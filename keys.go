@@ -207,8 +207,8 @@ func runKeysList(args []string, getenv func(string) string, now time.Time, stdou
 		id, label := e.shortID(), e.label
 		if secret == nil {
 			id = "?"
-			if strings.HasPrefix(label, "key-") {
-				label = "(none)" // its label is its id, which is unknown
+			if label == "key-"+e.shortID() {
+				label = "(none)" // the label made from its id, which is unknown
 			}
 		}
 		expiry := "never"

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -459,6 +461,75 @@ func TestFilesOthersCouldChangeAreRefused(t *testing.T) {
 				case tt.mention != "" && (err == nil || !strings.Contains(err.Error(), tt.mention)):
 					t.Errorf("%s: error %v, want one that says %q", what, err, tt.mention)
 				}
+			}
+		})
+	}
+}
+
+// TestKeysNew checks petstore keys new in-process: the key and its line, the
+// line a key file accepts, and the settings and files it refuses.
+func TestKeysNew(t *testing.T) {
+	t.Run("prints the key, then the line that accepts it", func(t *testing.T) {
+		var out strings.Builder
+		if err := run(t.Context(), []string{"keys", "new", "-label", "shop", "-scopes", "pets:read,orders:write", "-expires", "2030-01-01"},
+			os.Getenv, strings.NewReader(""), &out, io.Discard); err != nil {
+			t.Fatalf("keys new: %v", err)
+		}
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if len(lines) != 2 || !validPSK(lines[0]) {
+			t.Fatalf("keys new printed %q, want a psk_ key and a line", out.String())
+		}
+		d := sha256.Sum256([]byte(lines[0]))
+		if want := "sha256:" + hex.EncodeToString(d[:]) + " shop scopes=pets:read,orders:write expires=2030-01-01T00:00:00Z"; lines[1] != want {
+			t.Errorf("the key file line = %q, want %q", lines[1], want)
+		}
+	})
+	t.Run("appends to a file whose last line lacks its newline", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "keys")
+		writeFile(t, file, "old-key-0123456789 web")
+		var out strings.Builder
+		if err := run(t.Context(), []string{"keys", "new", "-file", file}, os.Getenv, strings.NewReader(""), &out, io.Discard); err != nil {
+			t.Fatalf("keys new: %v", err)
+		}
+		key := strings.TrimSuffix(out.String(), "\n")
+		kr, err := loadKeyring("", file, testSecret)
+		if err != nil {
+			t.Fatalf("the key file after keys new: %v", err)
+		}
+		for _, k := range []string{"old-key-0123456789", key} {
+			if e, ok := kr.keys().match(k); !ok || e.scopes != everyScope {
+				t.Errorf("the file does not accept a key with every scope (%v, %v)", ok, e.scopes)
+			}
+		}
+	})
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "shared-keys")
+	writeFile(t, shared, "")
+	os.Chmod(shared, 0o666)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		rule    string
+		args    []string
+		setting string
+	}{
+		{"an unknown scope", []string{"-scopes", "pets:delete"}, "-scopes"},
+		{"a label with a space-like character", []string{"-label", "a/b"}, "-label"},
+		{"an expiry already past", []string{"-expires", "2020-01-01"}, "-expires"},
+		{"a number of days that is none", []string{"-expires", "0d"}, "-expires"},
+		{"a file other users can write", []string{"-file", shared}, "-file"},
+		{"a FIFO", []string{"-file", fifo}, "-file"},
+	} {
+		t.Run("refuses "+tt.rule, func(t *testing.T) {
+			var out strings.Builder
+			err := run(t.Context(), append([]string{"keys", "new"}, tt.args...), os.Getenv, strings.NewReader(""), &out, io.Discard)
+			if ce, ok := errors.AsType[*configError](err); !ok || ce.setting != tt.setting {
+				t.Errorf("keys new %v = %v, want a configError for %s", tt.args, err, tt.setting)
+			}
+			if out.Len() > 0 {
+				t.Errorf("a refused keys new printed %q", out.String())
 			}
 		})
 	}
