@@ -144,17 +144,21 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.WarnContext(r.Context(), "request refused", "method", abbreviate(r.Method), "path", abbreviate(r.URL.Path), "code", e.Code, "err", err)
 	}
 	if refusedUnread(e.Code) && r.ContentLength != 0 {
-		// The answer comes before the body was read (or while it was
-		// too long to read): net/http would otherwise wait to read and
-		// discard the rest before the connection can serve another
-		// request, so a caller without a key could hold a connection
-		// slot for the whole read timeout by announcing a body and never
-		// sending it. Closing the connection frees the slot at once; the
-		// read deadline set in the past keeps net/http from waiting for
-		// the unread body before it closes (it reads up to 256 KiB of it
-		// even then).
+		// The answer comes before the body was read: net/http would then
+		// wait for up to 256 KiB of it, to discard it, before the
+		// connection serves another request, so a caller without a key
+		// could hold a connection slot for the whole read timeout by
+		// announcing a body and never sending it. The connection is
+		// closed after the answer instead, and the wait for the body is
+		// cut to unreadBodyGrace: long enough for a client that did send
+		// its body (closing with it unread could reset the connection
+		// before the client reads the answer). A body over the limit
+		// needs no deadline: net/http reads none of a declared length
+		// that large, and stops a body cut by MaxBytesReader itself.
 		w.Header().Set("Connection", "close")
-		http.NewResponseController(w).SetReadDeadline(time.Now())
+		if e.Code != codePayloadTooLarge {
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(unreadBodyGrace))
+		}
 	}
 	if e.Code == codeUnavailable && w.Header().Get("Retry-After") == "" {
 		// RFC 9110, section 10.2.3: when to try again. The causes (a full
@@ -163,6 +167,10 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	writeJSON(w, e.Status, e)
 }
+
+// unreadBodyGrace is how long a connection refused before its body was read
+// waits for that body before it is closed (see writeError).
+const unreadBodyGrace = 250 * time.Millisecond
 
 // refusedUnread reports whether an error of this code is answered before the
 // request's body is read: no key or an invalid one (and a repeated

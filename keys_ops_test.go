@@ -270,4 +270,13 @@ func TestRefusalsBeforeTheBodyCloseTheConnection(t *testing.T) {
 		t.Errorf("a fresh client after the attempts: status %d, want 200", res.StatusCode)
 	}
 	t.Logf("a fresh client was served in %v", time.Since(start))
+
+	// A client that does send its body, refused before it is read, still
+	// reads its answer: the connection is not reset under it.
+	for _, size := range []int{1000, 200_000} {
+		res := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`+strings.Repeat(" ", size), bearer("wrong-key-0123456789"))
+		if res.Status != http.StatusUnauthorized {
+			t.Errorf("a body of %d bytes with a wrong key: status %d, want 401", size, res.Status)
+		}
+	}
 }
