@@ -92,10 +92,21 @@ const everyScope scopeSet = 1<<7 - 1
 
 // bit is the scope's bit in a scopeSet; 0 for a name that is not a scope.
 func (s scope) bit() scopeSet {
-	for i, k := range knownScopes() {
-		if k == s {
-			return 1 << i
-		}
+	switch s {
+	case scopePetsRead:
+		return 1 << 0
+	case scopePetsWrite:
+		return 1 << 1
+	case scopeOrdersRead:
+		return 1 << 2
+	case scopeOrdersWrite:
+		return 1 << 3
+	case scopeEventsRead:
+		return 1 << 4
+	case scopeWebhooksWrite:
+		return 1 << 5
+	case scopeAll:
+		return 1 << 6
 	}
 	return 0
 }

@@ -534,3 +534,21 @@ func TestKeysNew(t *testing.T) {
 		})
 	}
 }
+
+// TestScopeBitsFollowKnownScopes: each known scope has a bit of its own, in
+// the order of knownScopes, and every one of them is in everyScope.
+func TestScopeBitsFollowKnownScopes(t *testing.T) {
+	var all scopeSet
+	for i, s := range knownScopes() {
+		if s.bit() != 1<<i {
+			t.Errorf("%s has bit %b, want %b", s, s.bit(), 1<<i)
+		}
+		all |= s.bit()
+	}
+	if all != everyScope {
+		t.Errorf("the known scopes' bits are %b, everyScope %b", all, everyScope)
+	}
+	if noKey.bit() != 0 || scope("").bit() != 0 {
+		t.Errorf("a name that is not a scope has a bit")
+	}
+}
