@@ -123,7 +123,7 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.addr, "addr", ":8080", "address to listen on, host:port; port 0 picks a free port")
 	fs.StringVar(&cfg.dbPath, "db", "petstore.db", "SQLite database file, created if missing; :memory: for an ephemeral one; or a postgres:// URL")
 	fs.IntVar(&cfg.dbMaxConns, "db-max-conns", defaultDBMaxConns, "PostgreSQL only: connections per replica, the writer's one included (at least 2)")
-	fs.StringVar(&cfg.apiKeysFile, "api-keys-file", "", "file of API keys, one per line: KEY or sha256:HEX, then an optional label")
+	fs.StringVar(&cfg.apiKeysFile, "api-keys-file", "", "file of API keys, one per line: KEY or sha256:HEX, then an optional label, then optional scopes=LIST and expires=DATE; reread on SIGHUP")
 	fs.StringVar(&cfg.secretFile, "secret-file", "", "file of the secret that keys API key identities (shared by every process on one database); default: the database path + .secret, made on first start; on PostgreSQL, the secret kept in the database (see docs/keys.md)")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&cfg.seedFile, "seed", "", "JSON array of NewPet loaded at start-up into an empty database")
@@ -159,6 +159,9 @@ func usage(fs *flag.FlagSet) {
 		"  petstore copy -from SRC -to DST   move pets, orders and idempotency records, ids kept, between\n"+
 		"                                    databases (SQLite files or postgres:// URLs)\n"+
 		"  petstore hash-key                 read a key on stdin, print its sha256: line for a key file\n"+
+		"  petstore keys new [-label L] [-scopes S] [-expires 90d|DATE] [-file F]\n"+
+		"                                    issue a psk_ key: print it once, and its key-file line (or append it to F)\n"+
+		"  petstore keys list -file F        show each key of a key file: label, id, scopes, expiry\n"+
 		"  petstore version (or -version)    print the module version, VCS revision and Go release\n\n"+
 		"Every flag can also be set by its variable; a flag wins over its variable.\n"+
 		"API keys also come from PETSTORE_API_KEYS (comma-separated); with none at all, a key is generated, kept beside\n"+

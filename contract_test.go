@@ -56,6 +56,9 @@ const (
 	serverPruned = "pruned"
 	// Its feed allows one stream per key, and the test key holds it open.
 	serverStreamsFull = "streams-full"
+	// Its test key holds only the scope webhooks:write, which no operation
+	// of the document needs (see newServerWithKeyFile).
+	serverNarrowKey = "narrow-key"
 )
 
 // ticketPlaceholder, in a row's path, is replaced by a fresh ticket that
@@ -441,6 +444,19 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "createEventTicket over the rate limit", server: serverRateLimited, method: "POST", path: "/v1/events/tickets", status: 429},
 		{rule: "createEventTicket when the database fails", server: serverDBClosed, method: "POST", path: "/v1/events/tickets", status: 500},
 		{rule: "createEventTicket when the disk cannot be written", server: serverReadOnly, method: "POST", path: "/v1/events/tickets", status: 503},
+		// A key without the operation's scope
+		{rule: "listPets with a key lacking pets:read", server: serverNarrowKey, method: "GET", path: "/v1/pets", status: 403},
+		{rule: "createPet with a key lacking pets:write", server: serverNarrowKey, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 403},
+		{rule: "getPet with a key lacking pets:read, with the deprecation headers", server: serverNarrowKey, method: "GET", path: "/v1/pets/1", status: 403},
+		{rule: "updatePet with a key lacking pets:write", server: serverNarrowKey, method: "PATCH", path: "/v1/pets/1", body: `{"name":"Rex"}`, status: 403},
+		{rule: "deletePet with a key lacking pets:write", server: serverNarrowKey, method: "DELETE", path: "/v1/pets/1", status: 403},
+		{rule: "listOrders with a key lacking orders:read", server: serverNarrowKey, method: "GET", path: "/v1/store/orders", status: 403},
+		{rule: "placeOrder with a key lacking orders:write", server: serverNarrowKey, method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, status: 403},
+		{rule: "getOrder with a key lacking orders:read", server: serverNarrowKey, method: "GET", path: "/v1/store/orders/1", status: 403},
+		{rule: "updateOrder with a key lacking orders:write", server: serverNarrowKey, method: "PATCH", path: "/v1/store/orders/1", body: `{"status":"delivered"}`, status: 403},
+		{rule: "the metrics with a key lacking *", server: serverNarrowKey, method: "GET", path: "/metrics", status: 403},
+		{rule: "listEvents with a key lacking events:read", server: serverNarrowKey, method: "GET", path: "/v1/events", status: 403},
+		{rule: "createEventTicket with a key lacking events:read", server: serverNarrowKey, method: "POST", path: "/v1/events/tickets", status: 403},
 
 		// getOpenAPIDocument
 		{rule: "the document, without a key", method: "GET", path: "/v1/openapi.json", header: noKey, status: 200},
@@ -682,9 +698,10 @@ func TestContract(t *testing.T) {
 	}
 	full := newTestServer(t, withFeed(feedConfig{heartbeat: defaultEventsHeartbeat, retention: defaultEventsRetention, maxStreams: 1}))
 	holdStreams(t, full, 1)
+	narrow := newServerWithKeyFile(t, testKey+" narrow scopes=webhooks:write\n", time.Now)
 	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL,
 		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverThrottled: throttled.URL,
-		serverPruned: prunedServer(t).URL, serverStreamsFull: full.URL}
+		serverPruned: prunedServer(t).URL, serverStreamsFull: full.URL, serverNarrowKey: narrow.URL}
 	unreachable, haveUnreachable := unreachableServer(t)
 	if haveUnreachable {
 		servers[serverUnreachable] = unreachable.URL

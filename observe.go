@@ -25,6 +25,9 @@ type requestInfo struct {
 	// it came from (see clientAddr), logged with it.
 	authFailed bool
 	client     string
+	// forbidden says the key was valid but lacked the operation's scope
+	// (see requireScope): the access log's outcome is "forbidden".
+	forbidden bool
 }
 
 // The access log lines of requests without a valid key are sampled: at most
@@ -110,9 +113,13 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 			slog.Duration("duration", elapsed),
 			slog.String("request_id", info.id),
 			slog.String("caller", info.caller),
-			{}, {}, // the client and the unlogged count of a failed authentication
+			{}, {}, // the client and the unlogged count of a failed authentication, or the outcome of a 403
 		}
 		n := len(attrs) - 2
+		if info.forbidden {
+			attrs[n] = slog.String("outcome", "forbidden")
+			n++
+		}
 		if info.authFailed {
 			attrs[n] = slog.String("client", info.client)
 			attrs[n+1] = slog.Int64("unlogged_auth_failures", unlogged.Swap(0))

@@ -642,6 +642,33 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 			examples[s.where] = s.example
 		}
 	}
+	// Each operation's 403 names its scope: a key holding only
+	// webhooks:write, which no operation of the document needs, gets them all.
+	narrow := newServerWithKeyFile(t, testKey+" narrow scopes=webhooks:write\n", time.Now)
+	for _, op := range []struct{ site, method, path, body string }{
+		{"listPets (GET /pets)", "GET", "/v1/pets", ""},
+		{"createPet (POST /pets)", "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`},
+		{"getPet (GET /pets/{petId})", "GET", "/v1/pets/1", ""},
+		{"updatePet (PATCH /pets/{petId})", "PATCH", "/v1/pets/1", `{"name":"Rex"}`},
+		{"deletePet (DELETE /pets/{petId})", "DELETE", "/v1/pets/1", ""},
+		{"listOrders (GET /store/orders)", "GET", "/v1/store/orders", ""},
+		{"placeOrder (POST /store/orders)", "POST", "/v1/store/orders", `{"petId":1}`},
+		{"getOrder (GET /store/orders/{orderId})", "GET", "/v1/store/orders/1", ""},
+		{"updateOrder (PATCH /store/orders/{orderId})", "PATCH", "/v1/store/orders/1", `{"status":"delivered"}`},
+		{"getMetrics (GET /metrics)", "GET", "/metrics", ""},
+		{"listEvents (GET /events)", "GET", "/v1/events", ""},
+		{"createEventTicket (POST /events/tickets)", "POST", "/v1/events/tickets", ""},
+	} {
+		tests = append(tests, struct {
+			site   string
+			ts     *testServer
+			method string
+			path   string
+			body   string
+			header map[string]string
+			twice  bool
+		}{site: op.site + " 403 application/json", ts: narrow, method: op.method, path: op.path, body: op.body})
+	}
 	var covered []string
 	for _, tt := range tests {
 		if (tt.site == component("DatabaseUnreachable") || tt.site == getPet(503) || tt.site == listEvents(503)) && !haveUnreachable {

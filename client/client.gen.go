@@ -24,6 +24,7 @@ const (
 	ErrorCodeGone                   ErrorCode = "gone"
 	ErrorCodeIdempotencyKeyConflict ErrorCode = "idempotency_key_conflict"
 	ErrorCodeIdempotencyKeyMismatch ErrorCode = "idempotency_key_mismatch"
+	ErrorCodeInsufficientScope      ErrorCode = "insufficient_scope"
 	ErrorCodeInternal               ErrorCode = "internal"
 	ErrorCodeInvalidBody            ErrorCode = "invalid_body"
 	ErrorCodeInvalidField           ErrorCode = "invalid_field"
@@ -53,6 +54,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeIdempotencyKeyConflict:
 		return true
 	case ErrorCodeIdempotencyKeyMismatch:
+		return true
+	case ErrorCodeInsufficientScope:
 		return true
 	case ErrorCodeInternal:
 		return true
@@ -1145,12 +1148,16 @@ type ClientInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
+	//
 	// Corresponds with GET /events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateEventTicket Get a ticket for one stream
 	//
 	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+	//
+	// Needs a key with the scope `events:read`.
 	//
 	// Corresponds with POST /events/tickets (the `CreateEventTicket` operationId).
 	CreateEventTicket(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1164,7 +1171,7 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
-	// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+	// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1182,6 +1189,8 @@ type ClientInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `pets:read`.
+	//
 	// Corresponds with GET /pets (the `ListPets` operationId).
 	ListPets(ctx context.Context, params *ListPetsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1190,6 +1199,8 @@ type ClientInterface interface {
 	// The 201 is sent only after the pet is committed to disk.
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1202,6 +1213,8 @@ type ClientInterface interface {
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /pets (the `CreatePet` operationId).
@@ -1211,6 +1224,8 @@ type ClientInterface interface {
 	//
 	// Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Corresponds with DELETE /pets/{petId} (the `DeletePet` operationId).
 	DeletePet(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1219,6 +1234,8 @@ type ClientInterface interface {
 	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 	//
 	// A `petId` that is not such an integer is 404, like a pet that does not exist.
+	//
+	// Needs a key with the scope `pets:read`.
 	//
 	// Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 	//
@@ -1233,6 +1250,8 @@ type ClientInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -1246,6 +1265,8 @@ type ClientInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -1258,6 +1279,8 @@ type ClientInterface interface {
 	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -1277,6 +1300,8 @@ type ClientInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `orders:read`.
+	//
 	// Corresponds with GET /store/orders (the `ListOrders` operationId).
 	ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1285,6 +1310,8 @@ type ClientInterface interface {
 	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1297,6 +1324,8 @@ type ClientInterface interface {
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
@@ -1306,6 +1335,8 @@ type ClientInterface interface {
 	//
 	// An `orderId` that is not a positive integer is 404, like an order that does not exist.
 	//
+	// Needs a key with the scope `orders:read`.
+	//
 	// Corresponds with GET /store/orders/{orderId} (the `GetOrder` operationId).
 	GetOrder(ctx context.Context, orderId OrderId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1314,6 +1345,8 @@ type ClientInterface interface {
 	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1326,6 +1359,8 @@ type ClientInterface interface {
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -1336,6 +1371,8 @@ type ClientInterface interface {
 	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -1358,6 +1395,8 @@ type ClientInterface interface {
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
+//
 // Corresponds with GET /events (the `ListEvents` operationId).
 func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListEventsRequest(c.Server, params)
@@ -1374,6 +1413,8 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 // CreateEventTicket Get a ticket for one stream
 //
 // A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+//
+// Needs a key with the scope `events:read`.
 //
 // Corresponds with POST /events/tickets (the `CreateEventTicket` operationId).
 func (c *Client) CreateEventTicket(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1407,7 +1448,7 @@ func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (
 
 // GetMetrics Prometheus metrics
 //
-// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1445,6 +1486,8 @@ func (c *Client) GetOpenAPIDocument(ctx context.Context, params *GetOpenAPIDocum
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `pets:read`.
+//
 // Corresponds with GET /pets (the `ListPets` operationId).
 func (c *Client) ListPets(ctx context.Context, params *ListPetsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListPetsRequest(c.Server, params)
@@ -1463,6 +1506,8 @@ func (c *Client) ListPets(ctx context.Context, params *ListPetsParams, reqEditor
 // The 201 is sent only after the pet is committed to disk.
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1485,6 +1530,8 @@ func (c *Client) CreatePetWithBody(ctx context.Context, params *CreatePetParams,
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /pets (the `CreatePet` operationId).
@@ -1504,6 +1551,8 @@ func (c *Client) CreatePet(ctx context.Context, params *CreatePetParams, body Cr
 //
 // Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Corresponds with DELETE /pets/{petId} (the `DeletePet` operationId).
 func (c *Client) DeletePet(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeletePetRequest(c.Server, petId)
@@ -1522,6 +1571,8 @@ func (c *Client) DeletePet(ctx context.Context, petId PetId, reqEditors ...Reque
 // Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 //
 // A `petId` that is not such an integer is 404, like a pet that does not exist.
+//
+// Needs a key with the scope `pets:read`.
 //
 // Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 // Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
@@ -1544,6 +1595,8 @@ func (c *Client) GetPet(ctx context.Context, petId PetId, reqEditors ...RequestE
 // A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1568,6 +1621,8 @@ func (c *Client) UpdatePetWithBody(ctx context.Context, petId PetId, contentType
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -1590,6 +1645,8 @@ func (c *Client) UpdatePet(ctx context.Context, petId PetId, body UpdatePetJSONR
 // A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -1629,6 +1686,8 @@ func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `orders:read`.
+//
 // Corresponds with GET /store/orders (the `ListOrders` operationId).
 func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListOrdersRequest(c.Server, params)
@@ -1647,6 +1706,8 @@ func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEd
 // Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1669,6 +1730,8 @@ func (c *Client) PlaceOrderWithBody(ctx context.Context, params *PlaceOrderParam
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /store/orders (the `PlaceOrder` operationId).
@@ -1688,6 +1751,8 @@ func (c *Client) PlaceOrder(ctx context.Context, params *PlaceOrderParams, body 
 //
 // An `orderId` that is not a positive integer is 404, like an order that does not exist.
 //
+// Needs a key with the scope `orders:read`.
+//
 // Corresponds with GET /store/orders/{orderId} (the `GetOrder` operationId).
 func (c *Client) GetOrder(ctx context.Context, orderId OrderId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOrderRequest(c.Server, orderId)
@@ -1706,6 +1771,8 @@ func (c *Client) GetOrder(ctx context.Context, orderId OrderId, reqEditors ...Re
 // Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1728,6 +1795,8 @@ func (c *Client) UpdateOrderWithBody(ctx context.Context, orderId OrderId, conte
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -1748,6 +1817,8 @@ func (c *Client) UpdateOrder(ctx context.Context, orderId OrderId, body UpdateOr
 // Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -2562,6 +2633,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /events (the `ListEvents` operationId).
@@ -2570,6 +2643,8 @@ type ClientWithResponsesInterface interface {
 	// CreateEventTicketWithResponse Get a ticket for one stream
 	//
 	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+	//
+	// Needs a key with the scope `events:read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2587,7 +2662,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
-	// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+	// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2609,6 +2684,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `pets:read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /pets (the `ListPets` operationId).
@@ -2619,6 +2696,8 @@ type ClientWithResponsesInterface interface {
 	// The 201 is sent only after the pet is committed to disk.
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2631,6 +2710,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /pets (the `CreatePet` operationId).
@@ -2639,6 +2720,8 @@ type ClientWithResponsesInterface interface {
 	// DeletePetWithResponse Remove a pet
 	//
 	// Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2650,6 +2733,8 @@ type ClientWithResponsesInterface interface {
 	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 	//
 	// A `petId` that is not such an integer is 404, like a pet that does not exist.
+	//
+	// Needs a key with the scope `pets:read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2666,6 +2751,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -2679,6 +2766,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -2691,6 +2780,8 @@ type ClientWithResponsesInterface interface {
 	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2712,6 +2803,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `orders:read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /store/orders (the `ListOrders` operationId).
@@ -2722,6 +2815,8 @@ type ClientWithResponsesInterface interface {
 	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2734,6 +2829,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /store/orders (the `PlaceOrder` operationId).
@@ -2742,6 +2839,8 @@ type ClientWithResponsesInterface interface {
 	// GetOrderWithResponse Get an order
 	//
 	// An `orderId` that is not a positive integer is 404, like an order that does not exist.
+	//
+	// Needs a key with the scope `orders:read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2754,6 +2853,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -2765,6 +2866,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -2775,6 +2878,8 @@ type ClientWithResponsesInterface interface {
 	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2799,6 +2904,13 @@ type ListEventsResponse400Headers struct {
 
 // ListEventsResponse401Headers the declared response headers of an HTTP 401 response for ListEvents
 type ListEventsResponse401Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse403Headers the declared response headers of an HTTP 403 response for ListEvents
+type ListEventsResponse403Headers struct {
 	WWWAuthenticate     string
 	XContentTypeOptions string
 	XRequestId          string
@@ -2851,6 +2963,14 @@ type ListEventsResponse struct {
 		Message string      `json:"message"`
 		Status  ErrorStatus `json:"status"`
 	}
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON410 the response for an HTTP 410 `application/json` response
 	JSON410 *struct {
 		Code ErrorCode `json:"code"`
@@ -2883,6 +3003,8 @@ type ListEventsResponse struct {
 	Headers400 *ListEventsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListEventsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListEventsResponse403Headers
 	// Headers410 the parsed response headers for an HTTP 410 response
 	Headers410 *ListEventsResponse410Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -2918,6 +3040,17 @@ func (r ListEventsResponse) GetJSON401() *struct {
 	Status  ErrorStatus `json:"status"`
 } {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListEventsResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON410 returns the response for an HTTP 410 `application/json` response
@@ -3007,6 +3140,13 @@ type CreateEventTicketResponse401Headers struct {
 	XRequestId          string
 }
 
+// CreateEventTicketResponse403Headers the declared response headers of an HTTP 403 response for CreateEventTicket
+type CreateEventTicketResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // CreateEventTicketResponse429Headers the declared response headers of an HTTP 429 response for CreateEventTicket
 type CreateEventTicketResponse429Headers struct {
 	RetryAfter          string
@@ -3042,6 +3182,14 @@ type CreateEventTicketResponse struct {
 	}
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3054,6 +3202,8 @@ type CreateEventTicketResponse struct {
 	Headers400 *CreateEventTicketResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateEventTicketResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateEventTicketResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateEventTicketResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -3081,6 +3231,17 @@ func (r CreateEventTicketResponse) GetJSON400() *struct {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r CreateEventTicketResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateEventTicketResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3200,6 +3361,13 @@ type GetMetricsResponse401Headers struct {
 	XRequestId          string
 }
 
+// GetMetricsResponse403Headers the declared response headers of an HTTP 403 response for GetMetrics
+type GetMetricsResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetMetricsResponse429Headers the declared response headers of an HTTP 429 response for GetMetrics
 type GetMetricsResponse429Headers struct {
 	RetryAfter          string
@@ -3214,6 +3382,14 @@ type GetMetricsResponse struct {
 	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -3222,6 +3398,8 @@ type GetMetricsResponse struct {
 	Headers400 *GetMetricsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetMetricsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetMetricsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetMetricsResponse429Headers
 }
@@ -3234,6 +3412,17 @@ func (r GetMetricsResponse) GetJSON400() *AuthorizationRepeated {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetMetricsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetMetricsResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3364,6 +3553,13 @@ type ListPetsResponse401Headers struct {
 	XRequestId          string
 }
 
+// ListPetsResponse403Headers the declared response headers of an HTTP 403 response for ListPets
+type ListPetsResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // ListPetsResponse429Headers the declared response headers of an HTTP 429 response for ListPets
 type ListPetsResponse429Headers struct {
 	RetryAfter          string
@@ -3393,6 +3589,14 @@ type ListPetsResponse struct {
 	JSON400 *InvalidParameter
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3405,6 +3609,8 @@ type ListPetsResponse struct {
 	Headers400 *ListPetsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListPetsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListPetsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListPetsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -3426,6 +3632,17 @@ func (r ListPetsResponse) GetJSON400() *InvalidParameter {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListPetsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListPetsResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3493,6 +3710,13 @@ type CreatePetResponse401Headers struct {
 	XRequestId          string
 }
 
+// CreatePetResponse403Headers the declared response headers of an HTTP 403 response for CreatePet
+type CreatePetResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // CreatePetResponse409Headers the declared response headers of an HTTP 409 response for CreatePet
 type CreatePetResponse409Headers struct {
 	XContentTypeOptions string
@@ -3546,6 +3770,14 @@ type CreatePetResponse struct {
 	JSON400 *CreateInvalid
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *IdempotencyConflict
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -3566,6 +3798,8 @@ type CreatePetResponse struct {
 	Headers400 *CreatePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreatePetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreatePetResponse403Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *CreatePetResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
@@ -3595,6 +3829,17 @@ func (r CreatePetResponse) GetJSON400() *CreateInvalid {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r CreatePetResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreatePetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -3679,6 +3924,13 @@ type DeletePetResponse401Headers struct {
 	XRequestId          string
 }
 
+// DeletePetResponse403Headers the declared response headers of an HTTP 403 response for DeletePet
+type DeletePetResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // DeletePetResponse404Headers the declared response headers of an HTTP 404 response for DeletePet
 type DeletePetResponse404Headers struct {
 	XContentTypeOptions string
@@ -3718,6 +3970,14 @@ type DeletePetResponse struct {
 	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *PetNotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -3734,6 +3994,8 @@ type DeletePetResponse struct {
 	Headers400 *DeletePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeletePetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeletePetResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *DeletePetResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -3754,6 +4016,17 @@ func (r DeletePetResponse) GetJSON400() *AuthorizationRepeated {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r DeletePetResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeletePetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -3838,6 +4111,16 @@ type GetPetResponse401Headers struct {
 	XRequestId          string
 }
 
+// GetPetResponse403Headers the declared response headers of an HTTP 403 response for GetPet
+type GetPetResponse403Headers struct {
+	Deprecation         string
+	Link                string
+	Sunset              string
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetPetResponse404Headers the declared response headers of an HTTP 404 response for GetPet
 type GetPetResponse404Headers struct {
 	Deprecation         string
@@ -3906,6 +4189,14 @@ type GetPetResponse struct {
 		Message string      `json:"message"`
 		Status  ErrorStatus `json:"status"`
 	}
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *struct {
 		Code ErrorCode `json:"code"`
@@ -3952,6 +4243,8 @@ type GetPetResponse struct {
 	Headers400 *GetPetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetPetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetPetResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetPetResponse404Headers
 	// Headers410 the parsed response headers for an HTTP 410 response
@@ -3989,6 +4282,17 @@ func (r GetPetResponse) GetJSON401() *struct {
 	Status  ErrorStatus `json:"status"`
 } {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetPetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -4094,6 +4398,13 @@ type UpdatePetResponse401Headers struct {
 	XRequestId          string
 }
 
+// UpdatePetResponse403Headers the declared response headers of an HTTP 403 response for UpdatePet
+type UpdatePetResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // UpdatePetResponse404Headers the declared response headers of an HTTP 404 response for UpdatePet
 type UpdatePetResponse404Headers struct {
 	XContentTypeOptions string
@@ -4147,6 +4458,14 @@ type UpdatePetResponse struct {
 	JSON400 *InvalidBody
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *PetNotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -4167,6 +4486,8 @@ type UpdatePetResponse struct {
 	Headers400 *UpdatePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdatePetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdatePetResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *UpdatePetResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -4196,6 +4517,17 @@ func (r UpdatePetResponse) GetJSON400() *InvalidBody {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r UpdatePetResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdatePetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -4351,6 +4683,13 @@ type ListOrdersResponse401Headers struct {
 	XRequestId          string
 }
 
+// ListOrdersResponse403Headers the declared response headers of an HTTP 403 response for ListOrders
+type ListOrdersResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // ListOrdersResponse429Headers the declared response headers of an HTTP 429 response for ListOrders
 type ListOrdersResponse429Headers struct {
 	RetryAfter          string
@@ -4380,6 +4719,14 @@ type ListOrdersResponse struct {
 	JSON400 *InvalidParameter
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -4392,6 +4739,8 @@ type ListOrdersResponse struct {
 	Headers400 *ListOrdersResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListOrdersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListOrdersResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListOrdersResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -4413,6 +4762,17 @@ func (r ListOrdersResponse) GetJSON400() *InvalidParameter {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListOrdersResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListOrdersResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4480,6 +4840,13 @@ type PlaceOrderResponse401Headers struct {
 	XRequestId          string
 }
 
+// PlaceOrderResponse403Headers the declared response headers of an HTTP 403 response for PlaceOrder
+type PlaceOrderResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // PlaceOrderResponse409Headers the declared response headers of an HTTP 409 response for PlaceOrder
 type PlaceOrderResponse409Headers struct {
 	XContentTypeOptions string
@@ -4533,6 +4900,14 @@ type PlaceOrderResponse struct {
 	JSON400 *CreateInvalid
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *PlaceOrderConflict
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -4553,6 +4928,8 @@ type PlaceOrderResponse struct {
 	Headers400 *PlaceOrderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PlaceOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PlaceOrderResponse403Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *PlaceOrderResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
@@ -4582,6 +4959,17 @@ func (r PlaceOrderResponse) GetJSON400() *CreateInvalid {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r PlaceOrderResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PlaceOrderResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -4667,6 +5055,13 @@ type GetOrderResponse401Headers struct {
 	XRequestId          string
 }
 
+// GetOrderResponse403Headers the declared response headers of an HTTP 403 response for GetOrder
+type GetOrderResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetOrderResponse404Headers the declared response headers of an HTTP 404 response for GetOrder
 type GetOrderResponse404Headers struct {
 	XContentTypeOptions string
@@ -4702,6 +5097,14 @@ type GetOrderResponse struct {
 	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *OrderNotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -4716,6 +5119,8 @@ type GetOrderResponse struct {
 	Headers400 *GetOrderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetOrderResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetOrderResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4739,6 +5144,17 @@ func (r GetOrderResponse) GetJSON400() *AuthorizationRepeated {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetOrderResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetOrderResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -4809,6 +5225,13 @@ type UpdateOrderResponse401Headers struct {
 	XRequestId          string
 }
 
+// UpdateOrderResponse403Headers the declared response headers of an HTTP 403 response for UpdateOrder
+type UpdateOrderResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // UpdateOrderResponse404Headers the declared response headers of an HTTP 404 response for UpdateOrder
 type UpdateOrderResponse404Headers struct {
 	XContentTypeOptions string
@@ -4862,6 +5285,14 @@ type UpdateOrderResponse struct {
 	JSON400 *InvalidBody
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *OrderNotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -4882,6 +5313,8 @@ type UpdateOrderResponse struct {
 	Headers400 *UpdateOrderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdateOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdateOrderResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *UpdateOrderResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -4911,6 +5344,17 @@ func (r UpdateOrderResponse) GetJSON400() *InvalidBody {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r UpdateOrderResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateOrderResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -4992,6 +5436,8 @@ func (r UpdateOrderResponse) ContentType() string {
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /events (the `ListEvents` operationId).
@@ -5006,6 +5452,8 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 // CreateEventTicketWithResponse Get a ticket for one stream
 //
 // A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+//
+// Needs a key with the scope `events:read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5035,7 +5483,7 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 
 // GetMetricsWithResponse Prometheus metrics
 //
-// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5069,6 +5517,8 @@ func (c *ClientWithResponses) GetOpenAPIDocumentWithResponse(ctx context.Context
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `pets:read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /pets (the `ListPets` operationId).
@@ -5085,6 +5535,8 @@ func (c *ClientWithResponses) ListPetsWithResponse(ctx context.Context, params *
 // The 201 is sent only after the pet is committed to disk.
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5103,6 +5555,8 @@ func (c *ClientWithResponses) CreatePetWithBodyWithResponse(ctx context.Context,
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /pets (the `CreatePet` operationId).
@@ -5117,6 +5571,8 @@ func (c *ClientWithResponses) CreatePetWithResponse(ctx context.Context, params 
 // DeletePetWithResponse Remove a pet
 //
 // Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5134,6 +5590,8 @@ func (c *ClientWithResponses) DeletePetWithResponse(ctx context.Context, petId P
 // Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 //
 // A `petId` that is not such an integer is 404, like a pet that does not exist.
+//
+// Needs a key with the scope `pets:read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5156,6 +5614,8 @@ func (c *ClientWithResponses) GetPetWithResponse(ctx context.Context, petId PetI
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -5175,6 +5635,8 @@ func (c *ClientWithResponses) UpdatePetWithBodyWithResponse(ctx context.Context,
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -5193,6 +5655,8 @@ func (c *ClientWithResponses) UpdatePetWithResponse(ctx context.Context, petId P
 // A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5226,6 +5690,8 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `orders:read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /store/orders (the `ListOrders` operationId).
@@ -5242,6 +5708,8 @@ func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params
 // Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5260,6 +5728,8 @@ func (c *ClientWithResponses) PlaceOrderWithBodyWithResponse(ctx context.Context
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /store/orders (the `PlaceOrder` operationId).
@@ -5274,6 +5744,8 @@ func (c *ClientWithResponses) PlaceOrderWithResponse(ctx context.Context, params
 // GetOrderWithResponse Get an order
 //
 // An `orderId` that is not a positive integer is 404, like an order that does not exist.
+//
+// Needs a key with the scope `orders:read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5292,6 +5764,8 @@ func (c *ClientWithResponses) GetOrderWithResponse(ctx context.Context, orderId 
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -5309,6 +5783,8 @@ func (c *ClientWithResponses) UpdateOrderWithBodyWithResponse(ctx context.Contex
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -5325,6 +5801,8 @@ func (c *ClientWithResponses) UpdateOrderWithResponse(ctx context.Context, order
 // Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5383,6 +5861,19 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
 		var dest struct {
@@ -5515,6 +6006,30 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListEventsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 410:
 		var headers ListEventsResponse410Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -5643,6 +6158,19 @@ func ParseCreateEventTicketResponse(rsp *http.Response) (*CreateEventTicketRespo
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5732,6 +6260,30 @@ func ParseCreateEventTicketResponse(rsp *http.Response) (*CreateEventTicketRespo
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateEventTicketResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateEventTicketResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -5878,6 +6430,19 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5953,6 +6518,30 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetMetricsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetMetricsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -6111,6 +6700,19 @@ func ParseListPetsResponse(rsp *http.Response) (*ListPetsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6200,6 +6802,30 @@ func ParseListPetsResponse(rsp *http.Response) (*ListPetsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListPetsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListPetsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -6304,6 +6930,19 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest IdempotencyConflict
@@ -6429,6 +7068,30 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreatePetResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 409:
 		var headers CreatePetResponse409Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -6598,6 +7261,19 @@ func ParseDeletePetResponse(rsp *http.Response) (*DeletePetResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest PetNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6687,6 +7363,30 @@ func ParseDeletePetResponse(rsp *http.Response) (*DeletePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeletePetResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers DeletePetResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -6837,6 +7537,19 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest struct {
@@ -7027,6 +7740,51 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetPetResponse403Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = value
+		}
+		if values := rsp.Header.Values("Sunset"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Sunset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Sunset = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetPetResponse404Headers
 		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
@@ -7271,6 +8029,19 @@ func ParseUpdatePetResponse(rsp *http.Response) (*UpdatePetResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest PetNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7381,6 +8152,30 @@ func ParseUpdatePetResponse(rsp *http.Response) (*UpdatePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdatePetResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers UpdatePetResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -7633,6 +8428,19 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7722,6 +8530,30 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListOrdersResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListOrdersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -7826,6 +8658,19 @@ func ParsePlaceOrderResponse(rsp *http.Response) (*PlaceOrderResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest PlaceOrderConflict
@@ -7951,6 +8796,30 @@ func ParsePlaceOrderResponse(rsp *http.Response) (*PlaceOrderResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PlaceOrderResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 409:
 		var headers PlaceOrderResponse409Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -8124,6 +8993,19 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest OrderNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8213,6 +9095,30 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetOrderResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetOrderResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -8335,6 +9241,19 @@ func ParseUpdateOrderResponse(rsp *http.Response) (*UpdateOrderResponse, error) 
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest OrderNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8445,6 +9364,30 @@ func ParseUpdateOrderResponse(rsp *http.Response) (*UpdateOrderResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdateOrderResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers UpdateOrderResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
