@@ -293,3 +293,45 @@ func TestCopyWhileWritersRunKeepsTheShopWhole(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCopy100000Pets copies a shop of 100,000 pets (and 10,000 orders)
+// from a SQLite file into an empty SQLite file and into an empty PostgreSQL
+// schema, opening both as petstore copy does:
+//
+//	go test -run '^$' -bench Copy -benchtime 3x
+func BenchmarkCopy100000Pets(b *testing.B) {
+	src := filepath.Join(b.TempDir(), "shop.db")
+	st, err := openStore(b.Context(), src, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, fill := range []string{
+		`WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < 100000)
+		 INSERT INTO pets (name, category_id, status) SELECT 'pet-' || n, n % 10 + 1, CASE WHEN n <= 10000 THEN 'sold' ELSE 'available' END FROM i`,
+		`INSERT INTO orders (pet_id, status, placed_at, updated_at) SELECT id, 'delivered', 1, 2 FROM pets WHERE id <= 10000`,
+	} {
+		if _, err := st.writer.ExecContext(b.Context(), fill); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st.Close()
+	for _, to := range []struct {
+		name string
+		db   func(b *testing.B, i int) string
+	}{
+		{"to SQLite", func(b *testing.B, i int) string { return filepath.Join(b.TempDir(), fmt.Sprint("copy-", i, ".db")) }},
+		{"to PostgreSQL", func(b *testing.B, _ int) string { return postgresSchema(b) }},
+	} {
+		b.Run(to.name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				moved, err := copyDatabase(b.Context(), src, to.db(b, i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if moved[0].rows != 100_000 {
+					b.Fatalf("copied %d pets", moved[0].rows)
+				}
+			}
+		})
+	}
+}
