@@ -9,7 +9,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,19 +20,18 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"petstore/internal/pgcluster"
 )
 
 // This file holds every helper the tests share: one way to start the
@@ -739,16 +737,11 @@ func rerunOnPostgres(t testing.TB) {
 	onPostgres.names[name] = true
 }
 
-// pgCluster is a PostgreSQL server the tests started, in a directory of its
-// own, on 127.0.0.1.
-type pgCluster struct {
-	dir     string
-	bin     string // the server's binaries
-	port    int
-	cmd     *exec.Cmd
-	schemas atomic.Int64 // schemas handed out, for their names
-	asUser  *syscall.Credential
-}
+// pgCluster is a PostgreSQL server the tests started (internal/pgcluster,
+// which bench/ uses too), with the tests' settings: on a Unix socket in its
+// own directory, so that no TCP port is reserved and none can be taken
+// from it, even across a restart.
+type pgCluster struct{ *pgcluster.Cluster }
 
 // testPostgres is the cluster of this test binary, started on first use and
 // stopped by TestMain.
@@ -759,138 +752,36 @@ var testPostgres struct {
 	err     error
 }
 
-// postgresBinaries finds the PostgreSQL server's binaries: pg_config's
-// bindir, else Debian's /usr/lib/postgresql/N/bin.
-func postgresBinaries() (string, error) {
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		dir := strings.TrimSpace(string(out))
-		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
-			return dir, nil
-		}
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(dirs) == 0 {
-		return "", errors.New("no PostgreSQL server found (initdb)")
-	}
-	// The newest, by version number rather than as strings (9 < 15).
-	version := func(p string) int {
-		v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(p))))
-		return v
-	}
-	slices.SortFunc(dirs, func(a, b string) int { return version(a) - version(b) })
-	return filepath.Dir(dirs[len(dirs)-1]), nil
-}
+// pgTestSettings are the test clusters' settings beyond the defaults. They
+// run without fsync: the tests stop them cleanly, never by a power cut.
+// Every test that runs on PostgreSQL has a database of its own, with the
+// connections of its stores, and a few hundred run at once.
+var pgTestSettings = []string{"max_connections=500", "fsync=off", "full_page_writes=off", "shared_buffers=64MB", "log_min_messages=fatal"}
 
-// startPostgresCluster initialises and starts a new cluster. As root it runs
-// the server as the postgres user, since initdb refuses root.
+// pgStartTimeout bounds initdb, and then the server's start.
+const pgStartTimeout = 30 * time.Second
+
+// startPostgresCluster initialises and starts a new cluster.
 func startPostgresCluster() (*pgCluster, error) {
-	bin, err := postgresBinaries()
+	c, err := pgcluster.Start(context.Background(), pgStartTimeout, pgTestSettings...)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "petstore-pg-")
-	if err != nil {
-		return nil, err
-	}
-	c := &pgCluster{dir: dir, bin: bin}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("running as root, and no postgres user to run the server as: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.asUser = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	if out, err := c.command("initdb", "-D", c.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	c.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	if err := c.start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return c, nil
+	return &pgCluster{c}, nil
 }
 
-// data is the cluster's data directory.
-func (c *pgCluster) data() string { return filepath.Join(c.dir, "data") }
+// start starts the server again after stop.
+func (c *pgCluster) start() error { return c.Start(context.Background(), pgStartTimeout) }
 
-// command is one of the cluster's binaries, run as the postgres user when
-// the tests run as root.
-func (c *pgCluster) command(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(filepath.Join(c.bin, name), args...)
-	if c.asUser != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.asUser}
-	}
-	return cmd
-}
-
-// start starts the server and waits until it accepts connections. It runs
-// without fsync: the tests stop it cleanly, never by a power cut.
-func (c *pgCluster) start() error {
-	c.cmd = c.command("postgres", "-D", c.data(), "-p", strconv.Itoa(c.port), "-k", c.dir,
-		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=500", "-c", "fsync=off",
-		"-c", "full_page_writes=off", "-c", "shared_buffers=64MB", "-c", "log_min_messages=fatal")
-	logFile, err := os.Create(filepath.Join(c.dir, "server.log"))
-	if err != nil {
-		return err
-	}
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	if err := c.cmd.Start(); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		db, err := sql.Open("pgx", c.url("postgres"))
-		if err == nil {
-			err = db.Ping()
-			db.Close()
-		}
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logFile.Name())
-			return fmt.Errorf("PostgreSQL did not accept connections within 30 s: %v\n%s", err, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// stop shuts the server down (a fast shutdown: connections are closed,
-// everything committed is kept) and waits for it to exit.
-func (c *pgCluster) stop() {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return
-	}
-	c.cmd.Process.Signal(os.Interrupt) // only the process the tests started, by its PID
-	c.cmd.Wait()
-	c.cmd = nil
-}
+// stop shuts the server down, keeping everything committed, and waits for
+// it to exit.
+func (c *pgCluster) stop() { c.Stop() }
 
 // url is the URL of a database of the cluster.
-func (c *pgCluster) url(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, database)
-}
+func (c *pgCluster) url(database string) string { return c.URL(database) }
 
 // remove stops the cluster and deletes its files.
-func (c *pgCluster) remove() {
-	c.stop()
-	os.RemoveAll(c.dir)
-}
+func (c *pgCluster) remove() { c.Remove() }
 
 // sharedPostgres returns the URL of the petstore database of this test
 // binary's cluster, starting it on first use: the first run's own, or, in
@@ -925,9 +816,11 @@ const (
 	enablePostgres = "apt-get install postgresql (the tests start throwaway clusters themselves)"
 )
 
-// postgresSchema returns the URL of a new, empty schema of the shared
-// cluster, for one test: each test gets its own tables. It skips the test
-// (fails it in CI) when PostgreSQL is not installed.
+// postgresSchema returns the URL of a new, empty database of the shared
+// cluster, for one test, dropped when the test ends. It skips the test
+// (fails it in CI) when PostgreSQL is not installed. A database rather than
+// a schema: the replicas' write lock (writeLock) and pg_locks are per
+// database, so tests that run at once never wait on each other's batches.
 func postgresSchema(t testing.TB) string {
 	t.Helper()
 	base, err := sharedPostgres()
@@ -946,11 +839,29 @@ func postgresSchema(t testing.TB) string {
 			t.Fatal(err)
 		}
 	}
-	schema := fmt.Sprintf("t%d", n)
-	if _, err := db.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
+	// The name is made here from a number, never from input.
+	name := fmt.Sprintf("t%d", n)
+	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
-	return base + "&search_path=" + schema
+	t.Cleanup(func() {
+		// After the test's own clean-ups (registered later, run first);
+		// FORCE ends the connections a test left open.
+		admin, err := sql.Open("pgx", base)
+		if err == nil {
+			_, err = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			admin.Close()
+		}
+		if err != nil {
+			t.Errorf("drop the test's database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }
 
 // runOnPostgres runs the tests that rerunOnPostgres recorded again, in a
@@ -1061,8 +972,9 @@ type tcpProxy struct {
 	conns []net.Conn
 }
 
-// newTCPProxy starts a proxy to target (host:port), closed when the test ends.
-func newTCPProxy(t testing.TB, target string) *tcpProxy {
+// newProxy starts a proxy on 127.0.0.1 to address on network ("tcp", or
+// "unix" for a socket file), closed when the test ends.
+func newProxy(t testing.TB, network, address string) *tcpProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -1075,7 +987,7 @@ func newTCPProxy(t testing.TB, target string) *tcpProxy {
 			if err != nil {
 				return
 			}
-			up, err := net.Dial("tcp", target)
+			up, err := net.Dial(network, address)
 			if err != nil {
 				c.Close()
 				continue
@@ -1119,8 +1031,13 @@ func unreachableServer(t *testing.T) (*testServer, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newTCPProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
+	// The test cluster listens on a Unix socket (pgcluster): the proxy
+	// reaches it there, and the service reaches the proxy over TCP.
+	q := u.Query()
+	proxy := newProxy(t, "unix", filepath.Join(q.Get("host"), ".s.PGSQL."+q.Get("port")))
+	q.Del("host")
+	q.Del("port")
+	u.Host, u.RawQuery = proxy.ln.Addr().String(), q.Encode()
 	ts := newTestServer(t, atPath(u.String()))
 	proxy.cut()
 	return ts, true

@@ -329,7 +329,7 @@ func TestIdsCommitInTheirOrderAcrossReplicas(t *testing.T) {
 	defer db.Close()
 	eventually(t, "the second replica's create waits for the append lock", func() bool {
 		var waiting int
-		db.QueryRowContext(t.Context(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting)
+		db.QueryRowContext(t.Context(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").Scan(&waiting)
 		return waiting > 0
 	})
 	releaseHeld()
