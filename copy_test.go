@@ -254,6 +254,7 @@ func TestCopyWhileWritersRunKeepsTheShopWhole(t *testing.T) {
 				t.Fatalf("copy while writers run: %v\n%s", err, out.String())
 			}
 
+			checkStoreInvariants(t, 0, dst, nil) // as the SIGKILL tests check theirs, in SQL
 			cp := newTestServer(t, atPath(dst))
 			got := shopOf(t, cp.URL)
 			pets := map[int64]Pet{}

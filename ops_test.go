@@ -43,23 +43,13 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 	// A key present before and after every reload must never be refused
 	// while the reloads happen.
 	var refused, sent atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				sent.Add(1)
-				if status("steady-key") != http.StatusOK {
-					refused.Add(1)
-				}
-			}
-		})
-	}
+	stopReading := keepWriting(t, 4, func(_, _ int) bool {
+		sent.Add(1)
+		if status("steady-key") != http.StatusOK {
+			refused.Add(1)
+		}
+		return true
+	})
 
 	if got := status("old-key"); got != http.StatusOK {
 		t.Fatalf("old key before rotation: status %d", got)
@@ -116,8 +106,7 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 			t.Errorf("after %s a key of the refused file got status %d, want 401", tt.rule, got)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stopReading()
 	if refused.Load() != 0 {
 		t.Errorf("%d of %d requests with a key kept across reloads were refused", refused.Load(), sent.Load())
 	}
@@ -559,28 +548,18 @@ func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
 	ts := newTestServer(t, onSQLite()) // backs up the SQLite file
 	var mu sync.Mutex
 	var acked []Pet
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				res := ts.do(t, "POST", "/v1/pets", fmt.Sprintf(`{"name":"w%d-%d","categoryId":%d}`, w, i, w+1), nil)
-				if res.Status != http.StatusCreated {
-					t.Errorf("create: status %d", res.Status)
-					return
-				}
-				p := decode[Pet](t, res)
-				mu.Lock()
-				acked = append(acked, p)
-				mu.Unlock()
-			}
-		})
-	}
+	stopWriting := keepWriting(t, 4, func(w, i int) bool {
+		res := ts.do(t, "POST", "/v1/pets", fmt.Sprintf(`{"name":"w%d-%d","categoryId":%d}`, w, i, w+1), nil)
+		if res.Status != http.StatusCreated {
+			t.Errorf("create: status %d", res.Status)
+			return false
+		}
+		p := decode[Pet](t, res)
+		mu.Lock()
+		acked = append(acked, p)
+		mu.Unlock()
+		return true
+	})
 	eventually(t, "some pets are created", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 20 })
 	mu.Lock()
 	before := slices.Clone(acked) // acknowledged before the backup began
@@ -589,8 +568,7 @@ func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "backup.db")
 	var stdout strings.Builder
 	err := run(t.Context(), []string{"backup", "-db", ts.DBPath, out}, func(string) string { return "" }, strings.NewReader(""), &stdout, io.Discard)
-	close(stop)
-	wg.Wait()
+	stopWriting()
 	if err != nil {
 		t.Fatalf("backup: %v", err)
 	}

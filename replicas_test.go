@@ -154,20 +154,10 @@ func TestPagingAcrossReplicasWhileTheyCreate(t *testing.T) {
 	for i := range 60 {
 		before = append(before, rs[i%2].createPet(t, fmt.Sprint("before-", i), 1, ""))
 	}
-	stop := make(chan struct{})
-	var writers sync.WaitGroup
-	for w := range 4 {
-		writers.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-					rs[w%2].createPet(t, fmt.Sprintf("during-%d-%d", w, i), 1, "")
-				}
-			}
-		})
-	}
+	stopWriting := keepWriting(t, 4, func(w, i int) bool {
+		rs[w%2].createPet(t, fmt.Sprintf("during-%d-%d", w, i), 1, "")
+		return true
+	})
 	var seen []Pet
 	next := "/v1/pets?limit=7"
 	for page := 0; next != ""; page++ {
@@ -178,8 +168,7 @@ func TestPagingAcrossReplicasWhileTheyCreate(t *testing.T) {
 			next = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
 		}
 	}
-	close(stop)
-	writers.Wait()
+	stopWriting()
 
 	count := map[int64]int{}
 	for _, p := range seen {
@@ -358,41 +347,31 @@ func sendLoad(t *testing.T, urls []string, clients int, stop <-chan struct{}) []
 	client := &http.Client{Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	results := make([][]loadResult, clients)
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				url := urls[(c+i)%len(urls)]
-				start := time.Now()
-				var res response
-				var err error
-				if i%4 == 0 {
-					key := fmt.Sprintf("load-%d-%d", c, i)
-					res, err = send(client, "POST", url+"/v1/pets", fmt.Sprintf(`{"name":%q,"categoryId":1}`, key), key)
-				} else {
-					res, err = send(client, "GET", url+"/v1/pets?limit=5&status=available", "", "")
-				}
-				r := loadResult{status: res.Status, retryAfter: res.Header.Get("Retry-After"), took: time.Since(start), err: err}
-				if err == nil && res.Status >= 400 {
-					var e apiError
-					json.Unmarshal(res.Body, &e)
-					r.code = e.Code
-				}
-				if err == nil && res.Status == http.StatusCreated {
-					var p Pet
-					json.Unmarshal(res.Body, &p)
-					r.created = &p
-				}
-				results[c] = append(results[c], r)
-			}
-		})
-	}
-	wg.Wait()
+	untilStopped(clients, stop, func(c, i int) bool {
+		url := urls[(c+i)%len(urls)]
+		start := time.Now()
+		var res response
+		var err error
+		if i%4 == 0 {
+			key := fmt.Sprintf("load-%d-%d", c, i)
+			res, err = send(client, "POST", url+"/v1/pets", fmt.Sprintf(`{"name":%q,"categoryId":1}`, key), key)
+		} else {
+			res, err = send(client, "GET", url+"/v1/pets?limit=5&status=available", "", "")
+		}
+		r := loadResult{status: res.Status, retryAfter: res.Header.Get("Retry-After"), took: time.Since(start), err: err}
+		if err == nil && res.Status >= 400 {
+			var e apiError
+			json.Unmarshal(res.Body, &e)
+			r.code = e.Code
+		}
+		if err == nil && res.Status == http.StatusCreated {
+			var p Pet
+			json.Unmarshal(res.Body, &p)
+			r.created = &p
+		}
+		results[c] = append(results[c], r)
+		return true
+	})
 	return slices.Concat(results...)
 }
 
