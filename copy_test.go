@@ -33,6 +33,7 @@ func shopOf(t *testing.T, url string) shop {
 // idempotency record arrives with its id, and the id sequences continue where
 // the source's were, even past rows that were deleted.
 func TestCopyMovesAShopToPostgreSQLAndBack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "shop.db")
 	first := newTestServer(t, atPath(src))
@@ -77,6 +78,7 @@ func TestCopyMovesAShopToPostgreSQLAndBack(t *testing.T) {
 }
 
 func TestCopyRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	full := filepath.Join(dir, "full.db")
 	ts := newTestServer(t, atPath(full))

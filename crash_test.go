@@ -114,6 +114,7 @@ func acknowledged(t *testing.T, attempts []createAttempt) map[string]Pet {
 }
 
 func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
@@ -225,6 +226,7 @@ func checkAfterCrash(t *testing.T, round int, acked map[string]Pet, before, now 
 }
 
 func TestSIGTERMAnswersEveryInFlightCreate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
@@ -285,6 +287,7 @@ type orderAck struct {
 // acknowledged order and change is there, every placed order's pet is
 // pending, no pet has two placed orders, and no order names a missing pet.
 func TestSIGKILLKeepsTheCatalogueAndOrdersInAgreement(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	noKey := map[string]string{"Authorization": ""}
 	tests := []struct {

@@ -816,15 +816,56 @@ const (
 	enablePostgres = "apt-get install postgresql (the tests start throwaway clusters themselves)"
 )
 
-// postgresSchema returns the URL of a new, empty database of the shared
-// cluster, for one test, dropped when the test ends. It skips the test
-// (fails it in CI) when PostgreSQL is not installed. A database rather than
-// a schema: the replicas' write lock (writeLock) and pg_locks are per
-// database, so tests that run at once never wait on each other's batches.
+// postgresSchema returns the URL of an empty database of the shared
+// cluster, the test's own until it ends. It skips the test (fails it in CI)
+// when PostgreSQL is not installed. A database rather than a schema: the
+// replicas' write lock (writeLock) and pg_locks are per database, so tests
+// that run at once never wait on each other's batches (a test that holds
+// its writes would otherwise hold every other test's). Creating a database
+// copies a template (about 200 ms), so a test's database is emptied when it
+// ends and handed to the next test (testDatabases).
 func postgresSchema(t testing.TB) string {
 	t.Helper()
 	base, err := sharedPostgres()
 	missingPart(t, postgresPart, enablePostgres, err)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + testDatabases.take(t, base)
+	t.Cleanup(func() {
+		// After the test's own clean-ups (registered later, run first).
+		if err := emptyDatabase(u.String()); err != nil {
+			t.Errorf("empty the test's database %s: %v", u.Path, err)
+			return // not handed out again
+		}
+		testDatabases.give(strings.TrimPrefix(u.Path, "/"))
+	})
+	return u.String()
+}
+
+// testDatabases are the empty databases of the shared cluster that no
+// running test holds, named t1, t2... by a sequence of the cluster, so that
+// the two runs of the test binary never make the same name.
+var testDatabases databasePool
+
+// databasePool hands out the empty databases of a cluster.
+type databasePool struct {
+	mu   sync.Mutex
+	free []string
+}
+
+// take returns a free database, creating one when none is free.
+func (p *databasePool) take(t testing.TB, base string) string {
+	t.Helper()
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		name := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return name
+	}
+	p.mu.Unlock()
 	db, err := sql.Open("pgx", base)
 	if err != nil {
 		t.Fatal(err)
@@ -844,24 +885,37 @@ func postgresSchema(t testing.TB) string {
 	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		// After the test's own clean-ups (registered later, run first);
-		// FORCE ends the connections a test left open.
-		admin, err := sql.Open("pgx", base)
-		if err == nil {
-			_, err = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			admin.Close()
-		}
-		if err != nil {
-			t.Errorf("drop the test's database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
+	return name
+}
+
+// give hands back a database that emptyDatabase emptied.
+func (p *databasePool) give(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, name)
+}
+
+// emptyDatabase ends the connections a test left open to the database at
+// u (a process it killed may leave one for a moment) and drops everything
+// the test made in it: the migrations make their tables, functions and
+// triggers in the public schema, and nothing else.
+func emptyDatabase(u string) error {
+	db, err := sql.Open("pgx", u)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	u.Path = "/" + name
-	return u.String()
+	defer db.Close()
+	ctx := context.Background()
+	for _, stmt := range []string{
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+		"DROP SCHEMA public CASCADE",
+		"CREATE SCHEMA public",
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
 }
 
 // runOnPostgres runs the tests that rerunOnPostgres recorded again, in a

@@ -64,6 +64,7 @@ func waitClosed(t *testing.T, conn net.Conn, within time.Duration) []byte {
 }
 
 func TestABodyThatNeverEndsIsCutOffAt1MiB(t *testing.T) {
+	t.Parallel()
 	rs := startHostileTarget(t)
 	conn := dialService(t, rs.URL)
 	fmt.Fprintf(conn, "POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", testKey)
@@ -217,6 +218,7 @@ func TestFiveThousandIdleKeepAliveConnections(t *testing.T) {
 }
 
 func TestA10KBAuthorizationHeader(t *testing.T) {
+	t.Parallel()
 	rs := startHostileTarget(t)
 	tests := []struct {
 		rule, authorization, wwwAuthenticate string
@@ -243,6 +245,7 @@ func TestA10KBAuthorizationHeader(t *testing.T) {
 }
 
 func TestEveryEchoOfClientInputIsShort(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	huge := strings.Repeat("a", 60_000)
 	// A multi-byte character across the cut: the echo ends between
@@ -291,6 +294,7 @@ func TestEveryEchoOfClientInputIsShort(t *testing.T) {
 }
 
 func TestAClientThatHangsUpIsNotAServerError(t *testing.T) {
+	t.Parallel()
 	t.Run("its request's context ends while the write waits", func(t *testing.T) {
 		ts := newTestServer(t)
 		rex := ts.createPet(t, "Rex", 1, "")
@@ -368,6 +372,7 @@ func TestAClientThatHangsUpIsNotAServerError(t *testing.T) {
 }
 
 func TestRequestBodiesShareAMemoryBudget(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, withLimits(limits{idempotencyTTL: defaultIdempotencyTTL, maxBodyMemory: minMaxBodyMemory}))
 	held := func() float64 {
 		return metricValue(t, ts.do(t, "GET", "/metrics", "", nil).Body, "petstore_request_body_bytes", map[string]string{})
@@ -443,6 +448,7 @@ func TestRequestBodiesShareAMemoryBudget(t *testing.T) {
 const bodyMemoryCeiling = 128 << 20
 
 func TestFiveHundredLargeBodiesAtOnceStayUnderTheMemoryCeiling(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -546,6 +552,7 @@ func openIdle(t *testing.T, url, key string, n int, silent bool) []net.Conn {
 }
 
 func TestIdleConnectionsMakeRoomForAFreshClient(t *testing.T) {
+	t.Parallel()
 	const maxConns = 20
 	rs := startHostileTarget(t, "-max-conns", strconv.Itoa(maxConns))
 	// A create in progress: its connection is never closed to make room.
@@ -593,6 +600,7 @@ func TestIdleConnectionsMakeRoomForAFreshClient(t *testing.T) {
 }
 
 func TestIdleConnectionsDoNotExhaustTheFileLimit(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

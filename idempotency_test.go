@@ -31,6 +31,7 @@ func withIdempotencyKey(key string) map[string]string {
 }
 
 func TestIdempotencyKeyReplaysTheFirstAnswer(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	const body = `{"name":"Rex","categoryId":7}`
 	first := ts.do(t, "POST", "/v1/pets", body, withIdempotencyKey("key-1"))
@@ -97,6 +98,7 @@ func TestIdempotencyKeyReplaysTheFirstAnswer(t *testing.T) {
 }
 
 func TestIdempotencyKeyHeaderValidation(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	const body = `{"name":"Rex","categoryId":1}`
 	refused := []struct {
@@ -151,6 +153,7 @@ func TestIdempotencyKeyHeaderValidation(t *testing.T) {
 }
 
 func TestIdempotencyKeyWhileTheFirstRequestIsInFlight(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	// Another connection holds the writes, so the first create waits
 	// inside its transaction (for up to 5 s) until released.
@@ -180,6 +183,7 @@ func TestIdempotencyKeyWhileTheFirstRequestIsInFlight(t *testing.T) {
 }
 
 func TestIdempotencyKeysExpireAndArePruned(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2027, time.March, 1, 12, 0, 0, 0, time.UTC)
 	clock := &fakeClock{t: start}
 	const ttl = time.Hour
@@ -222,6 +226,7 @@ func TestIdempotencyKeysExpireAndArePruned(t *testing.T) {
 // TestABacklogOfExpiredKeysLargerThanAChunkIsPrunedWhole: more expired keys than one
 // write deletes are all pruned, in chunks, and the records' count follows.
 func TestABacklogOfExpiredKeysLargerThanAChunkIsPrunedWhole(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	const backlog = 2*pruneChunk + 1
 	_, err := write(t.Context(), ts.Store, func(tx *txn) (struct{}, error) {

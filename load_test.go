@@ -20,6 +20,7 @@ import (
 // (lock contention would be one), and every acknowledged pet readable
 // afterwards. Throughput is logged, not asserted: the machine is shared.
 func TestMixedLoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs for seconds")
 	}

@@ -14,6 +14,7 @@ import (
 )
 
 func TestOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	doc := loadContract(t) // fails unless the document is valid OpenAPI 3.1
 
 	t.Run("the document is version 1.1.0 of the interface", func(t *testing.T) {
@@ -114,6 +115,7 @@ func TestOpenAPIDocument(t *testing.T) {
 }
 
 func TestOpenAPIDocumentIsServed(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	onDisk, err := os.ReadFile("openapi.json")
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 )
 
 func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -118,6 +119,7 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 }
 
 func TestSIGHUPWhileStartingDoesNotEndTheProcess(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -185,6 +187,7 @@ func TestSIGHUPWhileStartingDoesNotEndTheProcess(t *testing.T) {
 }
 
 func TestRequestIDs(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		rule     string
@@ -224,6 +227,7 @@ func TestRequestIDs(t *testing.T) {
 }
 
 func TestJSONLogs(t *testing.T) {
+	t.Parallel()
 	keyFile := filepath.Join(t.TempDir(), "keys")
 	writeFile(t, keyFile, "labelled-key shop-frontend\n")
 	dbPath := filepath.Join(t.TempDir(), "pets.db")
@@ -317,6 +321,7 @@ func secretOf(t *testing.T, dbPath string) []byte {
 }
 
 func TestMetricsAfterKnownTraffic(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rex := ts.createPet(t, "Rex", 1, "")
 	ts.createPet(t, "Tom", 1, "sold")
@@ -447,6 +452,7 @@ func seriesValue(m *dto.Metric) float64 {
 // and after each one compares the counts /metrics reports, which the writes
 // keep (migrations 0005 and 0006), with the rows counted in the database.
 func TestCountsFollowEveryWrite(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{t: time.Date(2026, time.November, 22, 12, 0, 0, 0, time.UTC)}
 	ts := newTestServer(t, withClock(clock.now))
 	seed := rand.Uint64()
@@ -545,6 +551,7 @@ func TestCountsFollowEveryWrite(t *testing.T) {
 }
 
 func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, onSQLite()) // backs up the SQLite file
 	var mu sync.Mutex
 	var acked []Pet
@@ -703,6 +710,7 @@ func TestBackupWritesExactlyTheNamedFile(t *testing.T) {
 }
 
 func TestDatabaseFilesAreTheOwnersOnly(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, onSQLite()) // the files of a SQLite database
 	ts.createPet(t, "Rex", 1, "")      // the WAL and its index exist once written
 	for _, f := range []string{ts.DBPath, ts.DBPath + "-wal", ts.DBPath + "-shm"} {
@@ -757,6 +765,7 @@ func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {
 }
 
 func TestSeedLoadsOnlyIntoAnEmptyDatabase(t *testing.T) {
+	t.Parallel()
 	seed := filepath.Join(t.TempDir(), "seed.json")
 	writeFile(t, seed, `[{"name":"Rex","categoryId":1},{"name":"Tom","categoryId":2,"status":"sold"},{"name":"Kit","categoryId":3,"status":"pending"}]`)
 	env := map[string]string{
@@ -781,6 +790,7 @@ func TestSeedLoadsOnlyIntoAnEmptyDatabase(t *testing.T) {
 }
 
 func TestSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -827,6 +837,7 @@ func metricValue(t *testing.T, body []byte, name string, labels map[string]strin
 }
 
 func TestOrderTransitionsAreCounted(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	var orders []int64
 	for i := range 3 {

@@ -37,6 +37,7 @@ func replicas(t *testing.T, n int) ([]*testServer, string) {
 }
 
 func TestReplicasReadTheirWritesOnTheOthers(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 2)
 	// Readers keep every read path busy on both replicas, as caches would
 	// be filled if there were any.
@@ -82,6 +83,7 @@ func TestReplicasReadTheirWritesOnTheOthers(t *testing.T) {
 }
 
 func TestOneIdempotencyKeySentToTwoReplicasAtOnceCreatesOnePet(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 2)
 	const keys = 20
 	answers := make([][2]response, keys)
@@ -121,6 +123,7 @@ func TestOneIdempotencyKeySentToTwoReplicasAtOnceCreatesOnePet(t *testing.T) {
 }
 
 func TestConcurrentOrdersOnTwoReplicasPlaceOne(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 2)
 	const pets, clients = 3, 12
 	for p := range pets {
@@ -149,6 +152,7 @@ func TestConcurrentOrdersOnTwoReplicasPlaceOne(t *testing.T) {
 // skipped: every pet in the catalogue afterwards with an id below the last
 // one the walk saw was listed (ids follow the commits, see writeLock).
 func TestPagingAcrossReplicasWhileTheyCreate(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 2)
 	var before []Pet
 	for i := range 60 {
@@ -189,6 +193,7 @@ func TestPagingAcrossReplicasWhileTheyCreate(t *testing.T) {
 }
 
 func TestReplicasStartingTogetherOnAnEmptyDatabaseAllMigrate(t *testing.T) {
+	t.Parallel()
 	url := postgresSchema(t)
 	const n = 4
 	errs := make([]error, n)
@@ -243,6 +248,7 @@ func TestReplicasStartingTogetherOnAnEmptyDatabaseAllMigrate(t *testing.T) {
 // step: the same numbers and names, so that a schema version means the same
 // change on either database.
 func TestMigrationsMatchOnBothBackends(t *testing.T) {
+	t.Parallel()
 	names := func(d dialect) []string {
 		ms, err := loadMigrations(migrationFiles, d.migrations)
 		if err != nil {
@@ -260,6 +266,7 @@ func TestMigrationsMatchOnBothBackends(t *testing.T) {
 }
 
 func TestIdempotencyKeysArePrunedByEveryReplicaWithoutConflict(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 3)
 	rs[0].do(t, "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`, withIdempotencyKey("old"))
 	var wg sync.WaitGroup
@@ -289,6 +296,7 @@ func TestIdempotencyKeysArePrunedByEveryReplicaWithoutConflict(t *testing.T) {
 // (on the append lock) instead of committing a higher id first, which a
 // client paging between the two commits would skip.
 func TestIdsCommitInTheirOrderAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	rs, url := replicas(t, 2)
 	a, b := rs[0], rs[1]
 	inserted, release := make(chan Pet), make(chan struct{})
@@ -381,6 +389,7 @@ func sendLoad(t *testing.T, urls []string, clients int, stop <-chan struct{}) []
 // another 5xx; /readyz is 503 and /healthz 200; once it is back, every
 // replica serves again without a restart, and no acknowledged create is lost.
 func TestPostgresStoppedUnderLoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("stops and starts a database")
 	}
@@ -476,6 +485,7 @@ func TestPostgresStoppedUnderLoad(t *testing.T) {
 // database) while clients use both: the other keeps serving without a single
 // failed request, and nothing the killed one acknowledged is lost.
 func TestSIGKILLOfOneReplica(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
@@ -529,6 +539,7 @@ func TestSIGKILLOfOneReplica(t *testing.T) {
 // works) and looks for it everywhere it could leak: the log, /metrics, and
 // the errors of a URL that cannot be reached or parsed.
 func TestThePostgreSQLPasswordIsNeverShown(t *testing.T) {
+	t.Parallel()
 	u, err := url.Parse(postgresSchema(t))
 	if err != nil {
 		t.Fatal(err)
