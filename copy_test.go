@@ -227,7 +227,7 @@ func TestCopyWhileWritersRunKeepsTheShopWhole(t *testing.T) {
 				ts.createPet(t, fmt.Sprint("seed-", i), 1, "")
 			}
 			var writes atomic.Int64
-			stop := keepWriting(t, 4, func(w, i int) bool {
+			stop := keepSending(t, 4, func(w, i int) bool {
 				rng := rand.New(rand.NewPCG(uint64(w), uint64(i)))
 				var res response
 				switch op := rng.IntN(8); {

@@ -1177,10 +1177,10 @@ func untilStopped(workers int, stop <-chan struct{}, do func(worker, i int) bool
 	wg.Wait()
 }
 
-// keepWriting runs untilStopped in the background until the returned stop
+// keepSending runs untilStopped in the background until the returned stop
 // is called (at the latest when the test ends); stop waits for the workers'
 // last calls, so what they did is all done once it returns.
-func keepWriting(t testing.TB, workers int, do func(worker, i int) bool) (stop func()) {
+func keepSending(t testing.TB, workers int, do func(worker, i int) bool) (stop func()) {
 	t.Helper()
 	quit := make(chan struct{})
 	done := make(chan struct{})
@@ -1199,7 +1199,7 @@ func keepWriting(t testing.TB, workers int, do func(worker, i int) bool) (stop f
 // the test ends): the readers that keep caches filling while a test writes.
 func keepReading(t *testing.T, servers []*testServer, paths ...string) (stop func()) {
 	t.Helper()
-	return keepWriting(t, len(servers)*len(paths), func(w, _ int) bool {
+	return keepSending(t, len(servers)*len(paths), func(w, _ int) bool {
 		servers[w/len(paths)].do(t, "GET", paths[w%len(paths)], "", nil)
 		return true
 	})

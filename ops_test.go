@@ -44,7 +44,7 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 	// A key present before and after every reload must never be refused
 	// while the reloads happen.
 	var refused, sent atomic.Int64
-	stopReading := keepWriting(t, 4, func(_, _ int) bool {
+	stopReading := keepSending(t, 4, func(_, _ int) bool {
 		sent.Add(1)
 		if status("steady-key") != http.StatusOK {
 			refused.Add(1)
@@ -555,7 +555,7 @@ func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
 	ts := newTestServer(t, onSQLite()) // backs up the SQLite file
 	var mu sync.Mutex
 	var acked []Pet
-	stopWriting := keepWriting(t, 4, func(w, i int) bool {
+	stopWriting := keepSending(t, 4, func(w, i int) bool {
 		res := ts.do(t, "POST", "/v1/pets", fmt.Sprintf(`{"name":"w%d-%d","categoryId":%d}`, w, i, w+1), nil)
 		if res.Status != http.StatusCreated {
 			t.Errorf("create: status %d", res.Status)
@@ -724,11 +724,22 @@ func TestDatabaseFilesAreTheOwnersOnly(t *testing.T) {
 	}
 }
 
+// TestMemoryDatabaseIsSharedByThePoolAndEphemeral runs the real binary in
+// a directory of its own (rather than run() after a chdir, which would be
+// the whole test process's: the test runs in parallel with others).
 func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {
-	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_API_KEYS": testKey}
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
 	dir := t.TempDir()
-	t.Chdir(dir)
-	rs := startRun(t, env, "-db", ":memory:")
+	start := func() *process {
+		cmd := exec.Command(bin, "-db", ":memory:")
+		cmd.Dir = dir
+		return startCommand(t, cmd, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_API_KEYS="+testKey)
+	}
+	rs := start()
 	const n = 40
 	var wg sync.WaitGroup
 	created := make([]Pet, n)
@@ -753,9 +764,12 @@ func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {
 	if diff := cmp.Diff(created, got); diff != "" {
 		t.Errorf("listing mismatch (-want +got):\n%s", diff)
 	}
-	rs.stop(t)
+	rs.Cmd.Process.Signal(syscall.SIGTERM) // only the process the test started, by its PID
+	if err := rs.Cmd.Wait(); err != nil {
+		t.Errorf("the first run's exit: %v", err)
+	}
 
-	rs = startRun(t, env, "-db", ":memory:")
+	rs = start()
 	if res := doRequest(t, rs.URL, "GET", "/v1/pets", "", nil); string(res.Body) != "[]\n" {
 		t.Errorf("a new :memory: run starts with %s, want []", res.Body)
 	}

@@ -158,7 +158,7 @@ func TestPagingAcrossReplicasWhileTheyCreate(t *testing.T) {
 	for i := range 60 {
 		before = append(before, rs[i%2].createPet(t, fmt.Sprint("before-", i), 1, ""))
 	}
-	stopWriting := keepWriting(t, 4, func(w, i int) bool {
+	stopWriting := keepSending(t, 4, func(w, i int) bool {
 		rs[w%2].createPet(t, fmt.Sprintf("during-%d-%d", w, i), 1, "")
 		return true
 	})
