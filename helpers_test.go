@@ -957,6 +957,40 @@ func runOnPostgres() int {
 	return 0
 }
 
+// aloneVariable marks a run of the test binary that inAProcessOfItsOwn
+// started for one test.
+const aloneVariable = "PETSTORE_TEST_ALONE"
+
+// inAProcessOfItsOwn is for a test that measures something of the whole
+// process (its heap) and so cannot share it with the tests running in
+// parallel. In the test's own process it returns true, and the test goes
+// on. Otherwise it runs this test binary again for t's test alone, reports
+// that run's failure as t's, and returns false: the test ends there.
+func inAProcessOfItsOwn(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(aloneVariable) == t.Name() {
+		return true
+	}
+	var args []string
+	for _, a := range os.Args[1:] {
+		// The same filtering as runOnPostgres: the files are this run's,
+		// and the new run chooses its test.
+		switch name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); name {
+		case "test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip", "test.count", "test.cpuprofile", "test.memprofile", "test.trace":
+			continue
+		}
+		args = append(args, a)
+	}
+	args = append(args, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
+	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd.Env = append(os.Environ(), aloneVariable+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("%s in a process of its own: %v\n%s", t.Name(), err, out)
+	}
+	return false
+}
+
 // holdWrites makes the next writes of ts wait, from another connection,
 // until release is called (at the latest when the test ends): on SQLite it
 // holds the file's write lock, on PostgreSQL a lock on the tables that every
