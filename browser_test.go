@@ -31,6 +31,7 @@ const browserTimeout = 3 * time.Minute
 // to see comes from the document the binary serves, so an operation added to
 // the document is covered without a change here.
 func TestReferencePageInABrowser(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and drives a browser")
 	}

@@ -48,6 +48,7 @@ func otherShard(id int64) int64 {
 // TestCacheRule checks the rule of cache.go on the cache itself: for each
 // kind of answer, which published changes keep it and which drop it.
 func TestCacheRule(t *testing.T) {
+	t.Parallel()
 	const id = 42
 	appended := func() changeSet {
 		var cs changeSet
@@ -176,6 +177,7 @@ func publish(cs changeSet) func(g *generations) {
 // read past the caches. It fails if any write of the store declares less
 // than it changes.
 func TestCachedReadsAlwaysMatchTheDatabase(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
@@ -284,6 +286,7 @@ func TestCachedReadsAlwaysMatchTheDatabase(t *testing.T) {
 // loop while readers keep the caches filling, and after every 2xx reads what
 // it changed: the very next request must see the change.
 func TestChangesAreSeenOnTheNextRequest(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	defer keepReading(t, []*testServer{ts}, "/v1/pets?status=sold", "/v1/store/orders?status=placed", "/v1/pets/1")()
 
@@ -342,6 +345,7 @@ func TestChangesAreSeenOnTheNextRequest(t *testing.T) {
 // and checks after each one that the answers it holds weigh no more than its
 // budget, and that what it counts is what its slots hold.
 func TestCacheIsBoundedByBytes(t *testing.T) {
+	t.Parallel()
 	const budget = 10 << 10
 	var g generations
 	c := newResponseCache(&g, petsResource, 64).bounded(budget)
@@ -377,8 +381,14 @@ func TestCacheIsBoundedByBytes(t *testing.T) {
 // which JSON escapes to 6 bytes each, stored before names refused them), far
 // more of them than the caches have room for, and checks the memory the
 // process keeps afterwards: the caches' budgets, not what the answers add up
-// to (about 65 MB of pages and 11 MB of pets).
+// to (about 65 MB of pages and 11 MB of pets). The heap is the whole
+// process's, so it is measured in a process of its own (inAProcessOfItsOwn),
+// where no other test runs.
 func TestCachesHoldAtMostTheirBudget(t *testing.T) {
+	t.Parallel()
+	if !inAProcessOfItsOwn(t) {
+		return
+	}
 	// The server of newTestServer, but for its log, which the requests
 	// below would fill with 5 MB.
 	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"), 0)

@@ -21,6 +21,7 @@ import (
 // the document (./client): that it compiles at all is half the proof, and
 // create -> get -> list completing against a live server is the other half.
 func TestGeneratedClient(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := t.Context()
 	c := newGeneratedClient(t, ts.URL)
@@ -110,6 +111,7 @@ func TestGeneratedClient(t *testing.T) {
 // follow, read through the id filter (getPet's successor), and a sold pet
 // that comes back is made available again with a merge patch.
 func TestGeneratedClientSellsPets(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := t.Context()
 	c := newGeneratedClient(t, ts.URL)
@@ -370,6 +372,7 @@ func answered(t *testing.T, what string, res interface {
 // service serves, exactly as docs/api.md shows, and fails when the committed
 // client differs: run `go generate` after changing openapi.json.
 func TestGeneratedClientIsUpToDate(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	res := ts.do(t, "GET", "/v1/openapi.json", "", map[string]string{"Authorization": ""})
 	if res.Status != http.StatusOK {

@@ -24,6 +24,7 @@ func runConfig(t *testing.T, env map[string]string, args ...string) error {
 }
 
 func TestRunRefusesBadConfiguration(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -117,6 +118,7 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 }
 
 func TestBadConfigurationExitsWithCode2BeforeListening(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -139,6 +141,7 @@ func TestBadConfigurationExitsWithCode2BeforeListening(t *testing.T) {
 }
 
 func TestHelpListsEveryOption(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	err := run(t.Context(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), io.Discard, &out)
 	if !errors.Is(err, flag.ErrHelp) {
@@ -188,6 +191,7 @@ func containsAll(words, want []string) bool {
 }
 
 func TestParseKeyFile(t *testing.T) {
+	t.Parallel()
 	digest := func(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }
 	hexOf := func(key string) string { d := digest(key); return hex.EncodeToString(d[:]) }
 	// entry is the entry of key: its digest, its id under testSecret, and
@@ -261,6 +265,7 @@ func TestParseKeyFile(t *testing.T) {
 }
 
 func TestTheSecretKeepsKeysOutOfTheDatabase(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "pets.db")
 	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": dbPath, "PETSTORE_API_KEYS": testKey}
@@ -332,6 +337,7 @@ func TestTheSecretKeepsKeysOutOfTheDatabase(t *testing.T) {
 }
 
 func TestHashKey(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	if err := run(t.Context(), []string{"hash-key"}, os.Getenv, strings.NewReader("s3cret-key\n"), &out, io.Discard); err != nil {
 		t.Fatalf("hash-key: %v", err)
@@ -366,6 +372,7 @@ func TestHashKey(t *testing.T) {
 // errors without its password, whether in the user information or in the
 // query parameters libpq reads it from.
 func TestRedactDBHidesEveryPassword(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ db, want string }{
 		{"petstore.db", "petstore.db"},
 		{"postgres://shop:s3cret@db.example:5432/petstore?sslmode=require", "postgres://shop:xxxxx@db.example:5432/petstore?sslmode=require"},

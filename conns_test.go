@@ -28,6 +28,7 @@ func (l *pipeListener) Close() error   { close(l.closed); return nil }
 func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{} }
 
 func TestConnLimiterShedsTheLongestIdleAndNeverABusyConnection(t *testing.T) {
+	t.Parallel()
 	pl := &pipeListener{conns: make(chan net.Conn, 1), closed: make(chan struct{})}
 	cl := newConnLimiter(3)
 	ln := cl.listener(pl)

@@ -673,6 +673,7 @@ func validationOptions() *openapi3filter.Options {
 }
 
 func TestContract(t *testing.T) {
+	t.Parallel()
 	doc := loadContract(t)
 	router, err := gorillamux.NewRouter(routeByPath(doc))
 	if err != nil {

@@ -52,6 +52,7 @@ func (c contractTools) run(t *testing.T, dir, name string, args ...string) (stdo
 // of listPets' example: the examples tell one story, which each tool
 // replays from its start.
 func TestContractTools(t *testing.T) {
+	t.Parallel()
 	dir, err := filepath.Abs("contract")
 	if err != nil {
 		t.Fatal(err)

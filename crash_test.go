@@ -36,34 +36,24 @@ func createLoad(t *testing.T, url, prefix string, workers int, stop <-chan struc
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}, Timeout: 20 * time.Second}
 	defer client.CloseIdleConnections()
 	perWorker := make([][]createAttempt, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				a := createAttempt{Name: fmt.Sprintf("%s-w%d-%d", prefix, w, i)}
-				a.Body = fmt.Sprintf(`{"name":%q,"categoryId":%d,"status":%q}`, a.Name, i+1, []string{"available", "pending", "sold"}[i%3])
-				if i%2 == 0 {
-					a.Key = "key-" + a.Name
-				}
-				res, err := postCreate(client, url, a.Body, a.Key)
-				if err != nil {
-					if !stopped.Load() {
-						t.Errorf("create %s failed before the process was stopped: %v", a.Name, err)
-					}
-					perWorker[w] = append(perWorker[w], a)
-					return
-				}
-				a.Answer = &res
-				perWorker[w] = append(perWorker[w], a)
+	untilStopped(workers, stop, func(w, i int) bool {
+		a := createAttempt{Name: fmt.Sprintf("%s-w%d-%d", prefix, w, i)}
+		a.Body = fmt.Sprintf(`{"name":%q,"categoryId":%d,"status":%q}`, a.Name, i+1, []string{"available", "pending", "sold"}[i%3])
+		if i%2 == 0 {
+			a.Key = "key-" + a.Name
+		}
+		res, err := postCreate(client, url, a.Body, a.Key)
+		if err != nil {
+			if !stopped.Load() {
+				t.Errorf("create %s failed before the process was stopped: %v", a.Name, err)
 			}
-		})
-	}
-	wg.Wait()
+			perWorker[w] = append(perWorker[w], a)
+			return false
+		}
+		a.Answer = &res
+		perWorker[w] = append(perWorker[w], a)
+		return true
+	})
 	var all []createAttempt
 	for _, as := range perWorker {
 		all = append(all, as...)
@@ -124,6 +114,7 @@ func acknowledged(t *testing.T, attempts []createAttempt) map[string]Pet {
 }
 
 func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
@@ -236,6 +227,7 @@ func checkAfterCrash(t *testing.T, round int, acked map[string]Pet, before, now 
 }
 
 func TestSIGTERMAnswersEveryInFlightCreate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
@@ -296,6 +288,7 @@ type orderAck struct {
 // acknowledged order and change is there, every placed order's pet is
 // pending, no pet has two placed orders, and no order names a missing pet.
 func TestSIGKILLKeepsTheCatalogueAndOrdersInAgreement(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
@@ -319,54 +312,48 @@ func TestSIGKILLKeepsTheCatalogueAndOrdersInAgreement(t *testing.T) {
 		svc := startBinary(t, bin, env...)
 		stop, stopped := signalAtRandom(svc.Cmd, syscall.SIGKILL, 150*time.Millisecond, 450*time.Millisecond)
 		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(round), uint64(w)))
-				var mine []int64 // this worker's placed orders
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					var res response
-					var err error
-					var ack orderAck
-					if len(mine) == 0 || rng.IntN(2) == 0 {
-						res, err = send(client, "POST", svc.URL+"/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, 1+rng.IntN(pets)), "")
-						if err == nil && res.Status == http.StatusCreated {
-							var o orderJSON
-							json.Unmarshal(res.Body, &o)
-							mine = append(mine, o.ID)
-							ack = orderAck{o.ID, "placed"}
-						}
-					} else {
-						id := mine[len(mine)-1]
-						mine = mine[:len(mine)-1]
-						to := []string{"delivered", "cancelled"}[rng.IntN(2)]
-						res, err = send(client, "PATCH", fmt.Sprintf("%s/v1/store/orders/%d", svc.URL, id), fmt.Sprintf(`{"status":%q}`, to), "")
-						if err == nil && res.Status == http.StatusOK {
-							ack = orderAck{id, to}
-						}
-					}
-					switch {
-					case err != nil && !stopped.Load():
-						t.Errorf("round %d: a request failed before the kill: %v", round, err)
-						return
-					case err != nil:
-						return
-					case res.Status >= 500:
-						t.Errorf("round %d: status %d: %s", round, res.Status, res.Body)
-					case ack.orderID != 0:
-						mu.Lock()
-						acks = append(acks, ack)
-						mu.Unlock()
-					}
+		rngs := make([]*rand.Rand, workers)
+		mine := make([][]int64, workers) // each worker's placed orders
+		untilStopped(workers, stop, func(w, i int) bool {
+			if i == 0 {
+				rngs[w] = rand.New(rand.NewPCG(uint64(round), uint64(w)))
+			}
+			rng := rngs[w]
+			var res response
+			var err error
+			var ack orderAck
+			if len(mine[w]) == 0 || rng.IntN(2) == 0 {
+				res, err = send(client, "POST", svc.URL+"/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, 1+rng.IntN(pets)), "")
+				if err == nil && res.Status == http.StatusCreated {
+					var o orderJSON
+					json.Unmarshal(res.Body, &o)
+					mine[w] = append(mine[w], o.ID)
+					ack = orderAck{o.ID, "placed"}
 				}
-			})
-		}
-		wg.Wait()
+			} else {
+				id := mine[w][len(mine[w])-1]
+				mine[w] = mine[w][:len(mine[w])-1]
+				to := []string{"delivered", "cancelled"}[rng.IntN(2)]
+				res, err = send(client, "PATCH", fmt.Sprintf("%s/v1/store/orders/%d", svc.URL, id), fmt.Sprintf(`{"status":%q}`, to), "")
+				if err == nil && res.Status == http.StatusOK {
+					ack = orderAck{id, to}
+				}
+			}
+			switch {
+			case err != nil && !stopped.Load():
+				t.Errorf("round %d: a request failed before the kill: %v", round, err)
+				return false
+			case err != nil:
+				return false
+			case res.Status >= 500:
+				t.Errorf("round %d: status %d: %s", round, res.Status, res.Body)
+			case ack.orderID != 0:
+				mu.Lock()
+				acks = append(acks, ack)
+				mu.Unlock()
+			}
+			return true
+		})
 		svc.Cmd.Wait()
 		checkStoreInvariants(t, round, dbPath, acks)
 		checkFeedMatchesTables(t, round, dbPath)

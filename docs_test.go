@@ -56,6 +56,7 @@ func strongETag(b []byte) string {
 var assetURL = regexp.MustCompile(`(?:href|src)="(/docs/([0-9a-f]{16})/([^"/]+))"`)
 
 func TestReferencePage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	page := rawGet(t, ts.URL, "/docs", nil)
 
@@ -232,6 +233,7 @@ func TestReferencePage(t *testing.T) {
 }
 
 func TestAcceptsGzip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		rule   string
 		fields []string
@@ -266,6 +268,7 @@ func TestAcceptsGzip(t *testing.T) {
 }
 
 func TestBuildReferenceSite(t *testing.T) {
+	t.Parallel()
 	base := fstest.MapFS{
 		"reference/index.html":            {Data: []byte(`<script src="/docs/{{version}}/a.js"></script>`)},
 		"reference/a.js":                  {Data: []byte("a")},
@@ -357,6 +360,7 @@ type vendoredRecord struct {
 // and each file's checksum. A hand edit, a file added or left behind, or a
 // lockfile moved without running the script fails it.
 func TestReferenceVendoredFiles(t *testing.T) {
+	t.Parallel()
 	var record vendoredRecord
 	readJSON(t, "reference/vendored.json", &record)
 	var pkg struct {
@@ -418,6 +422,7 @@ func readJSON(t *testing.T, path string, v any) {
 // TestStartUpNamesTheReference reads what run prints once it listens: the
 // launch contract's line, unchanged and first, then where the reference is.
 func TestStartUpNamesTheReference(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": ":memory:", "PETSTORE_API_KEYS": testKey}
 	ctx, cancel := context.WithCancel(context.Background())
 	stdoutR, stdoutW := io.Pipe()

@@ -40,6 +40,7 @@ var encoderCases = []struct{ rule, s string }{
 }
 
 func TestAppendPetMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	for _, tt := range encoderCases {
 		t.Run(tt.rule, func(t *testing.T) {
 			p := Pet{ID: 9223372036854775807, Name: tt.s, CategoryID: 1, Status: tt.s}

@@ -41,6 +41,7 @@ func bearer(key string) map[string]string {
 }
 
 func TestGeneratedKeyIsKeptBesideTheDatabaseAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "pets.db")
 	keyFile := dbPath + ".api-key"
 	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": dbPath}
@@ -122,6 +123,7 @@ func TestGeneratedKeyOfAMemoryDatabaseIsNewEachRun(t *testing.T) {
 }
 
 func TestGeneratedKeyNeverInJSONLogs(t *testing.T) {
+	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "pets.db")
 	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": dbPath}
 	for _, start := range []string{"first start, creating the key", "restart, reading the key"} {
@@ -160,6 +162,7 @@ func TestGeneratedKeyNeverInJSONLogs(t *testing.T) {
 }
 
 func TestConfiguredKeysDisableTheGeneratedKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys")
 	writeFile(t, keys, otherTestKey+"\n")
@@ -205,6 +208,7 @@ func TestConfiguredKeysDisableTheGeneratedKey(t *testing.T) {
 }
 
 func TestUntrustworthyGeneratedKeyFileIsAConfigurationError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	valid := generateKey() + "\n"
 	tests := []struct {
@@ -267,6 +271,7 @@ func TestUntrustworthyGeneratedKeyFileIsAConfigurationError(t *testing.T) {
 }
 
 func TestJSONLogsWithAMemoryDatabaseNeedAConfiguredKey(t *testing.T) {
+	t.Parallel()
 	err := runConfig(t, map[string]string{"PETSTORE_ADDR": "127.0.0.1:0"}, "-db", ":memory:", "-log-format", "json")
 	ce, ok := errors.AsType[*configError](err)
 	if !ok || ce.setting != "PETSTORE_API_KEYS" || !strings.Contains(ce.problem, "only be shown in the log") {
@@ -285,6 +290,7 @@ func writeMode(t *testing.T, path, content string, mode os.FileMode) {
 }
 
 func TestDescribeBuild(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		rule string
 		bi   *debug.BuildInfo
@@ -322,6 +328,7 @@ func TestDescribeBuild(t *testing.T) {
 }
 
 func TestVersionCommand(t *testing.T) {
+	t.Parallel()
 	bi, _ := debug.ReadBuildInfo()
 	want := describeBuild(bi) + "\n"
 	for _, args := range [][]string{{"version"}, {"-version"}, {"--version"}, {"-addr", "127.0.0.1:0", "-version"}} {
@@ -361,6 +368,7 @@ func TestVersionCommand(t *testing.T) {
 }
 
 func TestBuiltBinaryIsStaticAndStamped(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -425,6 +433,7 @@ func TestBuiltBinaryIsStaticAndStamped(t *testing.T) {
 }
 
 func TestREADMEStaysTrue(t *testing.T) {
+	t.Parallel()
 	readme := readFile(t, "README.md")
 	t.Run("the README and the guides point at nothing outside the repository", func(t *testing.T) {
 		for path, text := range docFiles(t) {
@@ -494,6 +503,7 @@ func readFile(t *testing.T, path string) string {
 }
 
 func TestMessagesANewcomerReads(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	t.Run(`"status":null says that null is the problem`, func(t *testing.T) {
 		res := ts.do(t, "POST", "/v1/pets", `{"name":"Rex","categoryId":1,"status":null}`, nil)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{t: time.Date(2026, 5, 1, 9, 30, 0, 0, time.UTC)}
 	ts := newTestServer(t, withClock(clock.now))
 	noKey := map[string]string{"Authorization": ""}

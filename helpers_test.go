@@ -21,19 +21,18 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"petstore/internal/pgcluster"
 )
 
 // This file holds every helper the tests share: one way to start the
@@ -751,16 +750,11 @@ func rerunOnPostgres(t testing.TB) {
 	onPostgres.names[name] = true
 }
 
-// pgCluster is a PostgreSQL server the tests started, in a directory of its
-// own, on 127.0.0.1.
-type pgCluster struct {
-	dir     string
-	bin     string // the server's binaries
-	port    int
-	cmd     *exec.Cmd
-	schemas atomic.Int64 // schemas handed out, for their names
-	asUser  *syscall.Credential
-}
+// pgCluster is a PostgreSQL server the tests started (internal/pgcluster,
+// which bench/ uses too), with the tests' settings: on a Unix socket in its
+// own directory, so that no TCP port is reserved and none can be taken
+// from it, even across a restart.
+type pgCluster struct{ *pgcluster.Cluster }
 
 // testPostgres is the cluster of this test binary, started on first use and
 // stopped by TestMain.
@@ -771,138 +765,36 @@ var testPostgres struct {
 	err     error
 }
 
-// postgresBinaries finds the PostgreSQL server's binaries: pg_config's
-// bindir, else Debian's /usr/lib/postgresql/N/bin.
-func postgresBinaries() (string, error) {
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		dir := strings.TrimSpace(string(out))
-		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
-			return dir, nil
-		}
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(dirs) == 0 {
-		return "", errors.New("no PostgreSQL server found (initdb)")
-	}
-	// The newest, by version number rather than as strings (9 < 15).
-	version := func(p string) int {
-		v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(p))))
-		return v
-	}
-	slices.SortFunc(dirs, func(a, b string) int { return version(a) - version(b) })
-	return filepath.Dir(dirs[len(dirs)-1]), nil
-}
+// pgTestSettings are the test clusters' settings beyond the defaults. They
+// run without fsync: the tests stop them cleanly, never by a power cut.
+// Every test that runs on PostgreSQL has a database of its own, with the
+// connections of its stores, and a few hundred run at once.
+var pgTestSettings = []string{"max_connections=500", "fsync=off", "full_page_writes=off", "shared_buffers=64MB", "log_min_messages=fatal"}
 
-// startPostgresCluster initialises and starts a new cluster. As root it runs
-// the server as the postgres user, since initdb refuses root.
+// pgStartTimeout bounds initdb, and then the server's start.
+const pgStartTimeout = 30 * time.Second
+
+// startPostgresCluster initialises and starts a new cluster.
 func startPostgresCluster() (*pgCluster, error) {
-	bin, err := postgresBinaries()
+	c, err := pgcluster.Start(context.Background(), pgStartTimeout, pgTestSettings...)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "petstore-pg-")
-	if err != nil {
-		return nil, err
-	}
-	c := &pgCluster{dir: dir, bin: bin}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("running as root, and no postgres user to run the server as: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.asUser = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	if out, err := c.command("initdb", "-D", c.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	c.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	if err := c.start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return c, nil
+	return &pgCluster{c}, nil
 }
 
-// data is the cluster's data directory.
-func (c *pgCluster) data() string { return filepath.Join(c.dir, "data") }
+// start starts the server again after stop.
+func (c *pgCluster) start() error { return c.Start(context.Background(), pgStartTimeout) }
 
-// command is one of the cluster's binaries, run as the postgres user when
-// the tests run as root.
-func (c *pgCluster) command(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(filepath.Join(c.bin, name), args...)
-	if c.asUser != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.asUser}
-	}
-	return cmd
-}
-
-// start starts the server and waits until it accepts connections. It runs
-// without fsync: the tests stop it cleanly, never by a power cut.
-func (c *pgCluster) start() error {
-	c.cmd = c.command("postgres", "-D", c.data(), "-p", strconv.Itoa(c.port), "-k", c.dir,
-		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=500", "-c", "fsync=off",
-		"-c", "full_page_writes=off", "-c", "shared_buffers=64MB", "-c", "log_min_messages=fatal")
-	logFile, err := os.Create(filepath.Join(c.dir, "server.log"))
-	if err != nil {
-		return err
-	}
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	if err := c.cmd.Start(); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		db, err := sql.Open("pgx", c.url("postgres"))
-		if err == nil {
-			err = db.Ping()
-			db.Close()
-		}
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logFile.Name())
-			return fmt.Errorf("PostgreSQL did not accept connections within 30 s: %v\n%s", err, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// stop shuts the server down (a fast shutdown: connections are closed,
-// everything committed is kept) and waits for it to exit.
-func (c *pgCluster) stop() {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return
-	}
-	c.cmd.Process.Signal(os.Interrupt) // only the process the tests started, by its PID
-	c.cmd.Wait()
-	c.cmd = nil
-}
+// stop shuts the server down, keeping everything committed, and waits for
+// it to exit.
+func (c *pgCluster) stop() { c.Stop() }
 
 // url is the URL of a database of the cluster.
-func (c *pgCluster) url(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, database)
-}
+func (c *pgCluster) url(database string) string { return c.URL(database) }
 
 // remove stops the cluster and deletes its files.
-func (c *pgCluster) remove() {
-	c.stop()
-	os.RemoveAll(c.dir)
-}
+func (c *pgCluster) remove() { c.Remove() }
 
 // sharedPostgres returns the URL of the petstore database of this test
 // binary's cluster, starting it on first use: the first run's own, or, in
@@ -937,32 +829,114 @@ const (
 	enablePostgres = "apt-get install postgresql (the tests start throwaway clusters themselves)"
 )
 
-// postgresSchema returns the URL of a new, empty schema of the shared
-// cluster, for one test: each test gets its own tables. It skips the test
-// (fails it in CI) when PostgreSQL is not installed.
+// postgresSchema returns the URL of an empty database of the shared
+// cluster, the test's own until it ends. It skips the test (fails it in CI)
+// when PostgreSQL is not installed. A database rather than a schema: the
+// replicas' write lock (writeLock) and pg_locks are per database, so tests
+// that run at once never wait on each other's batches (a test that holds
+// its writes would otherwise hold every other test's). Creating a database
+// copies a template (about 200 ms), so a test's database is emptied when it
+// ends and handed to the next test (testDatabases).
 func postgresSchema(t testing.TB) string {
 	t.Helper()
 	base, err := sharedPostgres()
 	missingPart(t, postgresPart, enablePostgres, err)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + testDatabases.take(t, base)
+	t.Cleanup(func() {
+		// After the test's own clean-ups (registered later, run first).
+		if err := emptyDatabase(u.String()); err != nil {
+			t.Errorf("empty the test's database %s: %v", u.Path, err)
+			return // not handed out again
+		}
+		testDatabases.give(strings.TrimPrefix(u.Path, "/"))
+	})
+	return u.String()
+}
+
+// testDatabases are the empty databases of the shared cluster that no
+// running test holds, named t1, t2... by a sequence of the cluster, so that
+// the two runs of the test binary never make the same name.
+var testDatabases databasePool
+
+// databasePool hands out the empty databases of a cluster.
+type databasePool struct {
+	mu   sync.Mutex
+	free []string
+
+	once   sync.Once // makes the sequence that names the databases
+	seqErr error     // what making it said, when it failed
+}
+
+// take returns a free database, creating one when none is free.
+func (p *databasePool) take(t testing.TB, base string) string {
+	t.Helper()
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		name := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return name
+	}
+	p.mu.Unlock()
 	db, err := sql.Open("pgx", base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	// The sequence is made once per process. CREATE ... IF NOT EXISTS is
+	// not safe against itself: two sessions running it at once can both
+	// find no sequence, and the second fails on pg_class's unique index.
+	// So a failed create (the other run of the test binary won) is
+	// followed by one more look.
+	p.once.Do(func() {
+		if _, err := db.ExecContext(t.Context(), "CREATE SEQUENCE IF NOT EXISTS petstore_test_schemas"); err != nil {
+			p.seqErr = err
+		}
+	})
 	var n int64
 	if err := db.QueryRowContext(t.Context(), "SELECT nextval('petstore_test_schemas')").Scan(&n); err != nil {
-		if _, err := db.ExecContext(t.Context(), "CREATE SEQUENCE IF NOT EXISTS petstore_test_schemas"); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.QueryRowContext(t.Context(), "SELECT nextval('petstore_test_schemas')").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
+		t.Fatal(errors.Join(p.seqErr, err))
 	}
-	schema := fmt.Sprintf("t%d", n)
-	if _, err := db.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
+	// The name is made here from a number, never from input.
+	name := fmt.Sprintf("t%d", n)
+	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
-	return base + "&search_path=" + schema
+	return name
+}
+
+// give hands back a database that emptyDatabase emptied.
+func (p *databasePool) give(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, name)
+}
+
+// emptyDatabase ends the connections a test left open to the database at
+// u (a process it killed may leave one for a moment) and drops everything
+// the test made in it: the migrations make their tables, functions and
+// triggers in the public schema, and nothing else.
+func emptyDatabase(u string) error {
+	db, err := sql.Open("pgx", u)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx := context.Background()
+	for _, stmt := range []string{
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+		"DROP SCHEMA public CASCADE",
+		"CREATE SCHEMA public",
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
 }
 
 // runOnPostgres runs the tests that rerunOnPostgres recorded again, in a
@@ -1002,6 +976,40 @@ func runOnPostgres() int {
 		return 1
 	}
 	return 0
+}
+
+// aloneVariable marks a run of the test binary that inAProcessOfItsOwn
+// started for one test.
+const aloneVariable = "PETSTORE_TEST_ALONE"
+
+// inAProcessOfItsOwn is for a test that measures something of the whole
+// process (its heap) and so cannot share it with the tests running in
+// parallel. In the test's own process it returns true, and the test goes
+// on. Otherwise it runs this test binary again for t's test alone, reports
+// that run's failure as t's, and returns false: the test ends there.
+func inAProcessOfItsOwn(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(aloneVariable) == t.Name() {
+		return true
+	}
+	var args []string
+	for _, a := range os.Args[1:] {
+		// The same filtering as runOnPostgres: the files are this run's,
+		// and the new run chooses its test.
+		switch name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); name {
+		case "test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip", "test.count", "test.cpuprofile", "test.memprofile", "test.trace":
+			continue
+		}
+		args = append(args, a)
+	}
+	args = append(args, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
+	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd.Env = append(os.Environ(), aloneVariable+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("%s in a process of its own: %v\n%s", t.Name(), err, out)
+	}
+	return false
 }
 
 // holdWrites makes the next writes of ts wait, from another connection,
@@ -1073,8 +1081,9 @@ type tcpProxy struct {
 	conns []net.Conn
 }
 
-// newTCPProxy starts a proxy to target (host:port), closed when the test ends.
-func newTCPProxy(t testing.TB, target string) *tcpProxy {
+// newProxy starts a proxy on 127.0.0.1 to address on network ("tcp", or
+// "unix" for a socket file), closed when the test ends.
+func newProxy(t testing.TB, network, address string) *tcpProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -1087,7 +1096,7 @@ func newTCPProxy(t testing.TB, target string) *tcpProxy {
 			if err != nil {
 				return
 			}
-			up, err := net.Dial("tcp", target)
+			up, err := net.Dial(network, address)
 			if err != nil {
 				c.Close()
 				continue
@@ -1131,8 +1140,13 @@ func unreachableServer(t *testing.T) (*testServer, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newTCPProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
+	// The test cluster listens on a Unix socket (pgcluster): the proxy
+	// reaches it there, and the service reaches the proxy over TCP.
+	q := u.Query()
+	proxy := newProxy(t, "unix", filepath.Join(q.Get("host"), ".s.PGSQL."+q.Get("port")))
+	q.Del("host")
+	q.Del("port")
+	u.Host, u.RawQuery = proxy.ln.Addr().String(), q.Encode()
 	ts := newTestServer(t, atPath(u.String()))
 	proxy.cut()
 	return ts, true
@@ -1193,31 +1207,57 @@ func openDB(t *testing.T, db string) *sql.DB {
 	return conn
 }
 
-// keepReading sends GETs of each path to each server, one goroutine per pair,
+// untilStopped is the tests' one load loop: it calls do(worker, i) from
+// workers goroutines, i counting each worker's own calls from 0, round and
+// round until stop is closed or do returns false (a worker that met the
+// end it expected, such as a killed server), and returns once every worker
+// has finished its last call. do reports failures with t.Errorf, never
+// t.Fatal: it runs outside the test's goroutine.
+func untilStopped(workers int, stop <-chan struct{}, do func(worker, i int) bool) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !do(w, i) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// keepSending runs untilStopped in the background until the returned stop
+// is called (at the latest when the test ends); stop waits for the workers'
+// last calls, so what they did is all done once it returns.
+func keepSending(t testing.TB, workers int, do func(worker, i int) bool) (stop func()) {
+	t.Helper()
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		untilStopped(workers, quit, do)
+		close(done)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(quit); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// keepReading sends GETs of each path to each server, one worker per pair,
 // round and round, until the returned stop is called (at the latest when
 // the test ends): the readers that keep caches filling while a test writes.
 func keepReading(t *testing.T, servers []*testServer, paths ...string) (stop func()) {
 	t.Helper()
-	done := make(chan struct{})
-	var readers sync.WaitGroup
-	for _, ts := range servers {
-		for _, path := range paths {
-			readers.Go(func() {
-				for {
-					select {
-					case <-done:
-						return
-					default:
-						ts.do(t, "GET", path, "", nil)
-					}
-				}
-			})
-		}
-	}
-	var once sync.Once
-	stop = func() { once.Do(func() { close(done); readers.Wait() }) }
-	t.Cleanup(stop)
-	return stop
+	return keepSending(t, len(servers)*len(paths), func(w, _ int) bool {
+		servers[w/len(paths)].do(t, "GET", paths[w%len(paths)], "", nil)
+		return true
+	})
 }
 
 // sharedSecret is the secret file that the services a test starts on

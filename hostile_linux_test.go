@@ -38,6 +38,7 @@ func tcpState(t *testing.T, conn net.Conn) uint8 {
 const tcpEstablished = 1
 
 func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
+	t.Parallel()
 	// 100 pets with long names make every list page about 14 KB.
 	seed := make([]map[string]any, 100)
 	for i := range seed {

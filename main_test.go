@@ -16,6 +16,7 @@ import (
 )
 
 func TestRunServesAndKeepsPetsAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
 		"PETSTORE_ADDR":     "127.0.0.1:0",
 		"PETSTORE_DB":       dbFor(t, filepath.Join(t.TempDir(), "pets.db")),
@@ -50,6 +51,7 @@ func TestRunServesAndKeepsPetsAcrossRestarts(t *testing.T) {
 }
 
 func TestRunFlagsWinOverEnvironment(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	env := map[string]string{
 		"PETSTORE_ADDR":     "127.0.0.1:1", // a port the flag must override
@@ -70,6 +72,7 @@ func TestRunFlagsWinOverEnvironment(t *testing.T) {
 }
 
 func TestRunWithoutKeysGeneratesOne(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
 		"PETSTORE_ADDR": "127.0.0.1:0",
 		"PETSTORE_DB":   filepath.Join(t.TempDir(), "pets.db"),
@@ -91,6 +94,7 @@ func TestRunWithoutKeysGeneratesOne(t *testing.T) {
 }
 
 func TestSIGTERMFinishesInFlightRequestsAndClosesTheDatabase(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -86,6 +86,7 @@ func allMigrations(t *testing.T) []int {
 }
 
 func TestMigrationsUpgradeAReleaseDatabaseInPlace(t *testing.T) {
+	t.Parallel()
 	path := copyFile(t, releaseDB)
 	// The records were made on 2026-11-22; the clock stands just after, so
 	// they have not expired.
@@ -208,6 +209,7 @@ func TestMigrationsUpgradeAReleaseDatabaseInPlace(t *testing.T) {
 }
 
 func TestMigrationsOpenAnUpToDateDatabaseUnchanged(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "pets.db")
 	for range 2 {
 		st, err := openStore(t.Context(), path, 0)
@@ -222,6 +224,7 @@ func TestMigrationsOpenAnUpToDateDatabaseUnchanged(t *testing.T) {
 }
 
 func TestMigrationsRefuseADatabaseNewerThanTheBinary(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "pets.db")
 	st, err := openStore(t.Context(), path, 0)
 	if err != nil {
@@ -260,6 +263,7 @@ func TestMigrationsRefuseADatabaseNewerThanTheBinary(t *testing.T) {
 }
 
 func TestMigrationsApplyAllOrNothing(t *testing.T) {
+	t.Parallel()
 	fsys := fstest.MapFS{
 		"m/0001_first.sql":  {Data: []byte("CREATE TABLE first (x INTEGER);")},
 		"m/0002_second.sql": {Data: []byte("CREATE TABLE second (x INTEGER); INSERT INTO nowhere VALUES (1);")},
@@ -295,6 +299,7 @@ func TestMigrationsApplyAllOrNothing(t *testing.T) {
 }
 
 func TestLoadMigrationsRefusesBadNumbering(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		rule  string
 		files []string
@@ -321,6 +326,7 @@ func TestLoadMigrationsRefusesBadNumbering(t *testing.T) {
 // TestSchemaFileShowsTheMigratedSchema keeps schema.sql, the schema as the
 // migrations leave it, true: it is what a reader opens to see the tables.
 func TestSchemaFileShowsTheMigratedSchema(t *testing.T) {
+	t.Parallel()
 	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -368,6 +374,7 @@ const schemaFileHeader = `-- schema.sql is the database schema as the migrations
 `
 
 func TestStartUpLogsTheMigration(t *testing.T) {
+	t.Parallel()
 	path := copyFile(t, releaseDB)
 	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": path, "PETSTORE_API_KEYS": testKey}
 	last := float64(len(allMigrations(t)))

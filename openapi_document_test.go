@@ -18,6 +18,7 @@ import (
 // TestContractTools check the same and more, but only where Node is
 // installed.
 func TestOpenAPIDocumentForTools(t *testing.T) {
+	t.Parallel()
 	var raw map[string]any
 	if err := json.Unmarshal([]byte(openapiDocument), &raw); err != nil {
 		t.Fatal(err)
@@ -97,6 +98,7 @@ func walkJSON(pointer string, v any, visit func(pointer string, obj map[string]a
 // schema must accept it exactly when the service does (201, not 400
 // invalid_header).
 func TestIdempotencyKeySchemaIsTheServiceRule(t *testing.T) {
+	t.Parallel()
 	doc := loadContract(t)
 	schema := doc.Components.Schemas["IdempotencyKey"]
 	if schema == nil {

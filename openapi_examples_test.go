@@ -105,6 +105,7 @@ func exampleSites(t *testing.T, doc *openapi3.T) []exampleSite {
 // TestOpenAPIExamples checks that every site has an example valid against
 // its schema, and that the examples of the operations tell one story.
 func TestOpenAPIExamples(t *testing.T) {
+	t.Parallel()
 	doc := loadContract(t)
 	for _, s := range exampleSites(t, doc) {
 		t.Run("the example of "+s.where+" is valid against its schema", func(t *testing.T) {
@@ -351,6 +352,7 @@ func plainJSON(t *testing.T, v any) string {
 // answer with the example of its status, whole. Then it produces every
 // error example the same way, each from a server in the state it needs.
 func TestOpenAPIExamplesAreWhatTheServiceAnswers(t *testing.T) {
+	t.Parallel()
 	doc := loadContract(t)
 	ex := documentExamples{t: t, doc: doc}
 	clock := &fakeClock{t: time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)}
@@ -531,6 +533,7 @@ func decodeJSON(t testing.TB, b []byte) any {
 // speaks of (the pets and the order of the story), and compares the answer
 // with the example, whole: the examples are the service's own words.
 func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
+	t.Parallel()
 	doc := loadContract(t)
 	ex := documentExamples{t: t, doc: doc}
 	send := func(ts *testServer, id, mediaType string) {

@@ -15,6 +15,7 @@ import (
 )
 
 func TestOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	doc := loadContract(t) // fails unless the document is valid OpenAPI 3.1
 
 	t.Run("the document is version 1.2.0 of the interface", func(t *testing.T) {
@@ -137,6 +138,7 @@ func TestOpenAPIDocument(t *testing.T) {
 }
 
 func TestOpenAPIDocumentIsServed(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	onDisk, err := os.ReadFile("openapi.json")
 	if err != nil {

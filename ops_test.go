@@ -27,6 +27,7 @@ import (
 )
 
 func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -43,23 +44,13 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 	// A key present before and after every reload must never be refused
 	// while the reloads happen.
 	var refused, sent atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				sent.Add(1)
-				if status("steady-key") != http.StatusOK {
-					refused.Add(1)
-				}
-			}
-		})
-	}
+	stopReading := keepSending(t, 4, func(_, _ int) bool {
+		sent.Add(1)
+		if status("steady-key") != http.StatusOK {
+			refused.Add(1)
+		}
+		return true
+	})
 
 	if got := status("old-key"); got != http.StatusOK {
 		t.Fatalf("old key before rotation: status %d", got)
@@ -116,8 +107,7 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 			t.Errorf("after %s a key of the refused file got status %d, want 401", tt.rule, got)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stopReading()
 	if refused.Load() != 0 {
 		t.Errorf("%d of %d requests with a key kept across reloads were refused", refused.Load(), sent.Load())
 	}
@@ -129,6 +119,7 @@ func TestSIGHUPReloadsTheKeyFile(t *testing.T) {
 }
 
 func TestSIGHUPWhileStartingDoesNotEndTheProcess(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -196,6 +187,7 @@ func TestSIGHUPWhileStartingDoesNotEndTheProcess(t *testing.T) {
 }
 
 func TestRequestIDs(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		rule     string
@@ -235,6 +227,7 @@ func TestRequestIDs(t *testing.T) {
 }
 
 func TestJSONLogs(t *testing.T) {
+	t.Parallel()
 	keyFile := filepath.Join(t.TempDir(), "keys")
 	writeFile(t, keyFile, "labelled-key shop-frontend\n")
 	dbPath := filepath.Join(t.TempDir(), "pets.db")
@@ -328,6 +321,7 @@ func secretOf(t *testing.T, dbPath string) []byte {
 }
 
 func TestMetricsAfterKnownTraffic(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rex := ts.createPet(t, "Rex", 1, "")
 	ts.createPet(t, "Tom", 1, "sold")
@@ -458,6 +452,7 @@ func seriesValue(m *dto.Metric) float64 {
 // and after each one compares the counts /metrics reports, which the writes
 // keep (migrations 0005 and 0006), with the rows counted in the database.
 func TestCountsFollowEveryWrite(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{t: time.Date(2026, time.November, 22, 12, 0, 0, 0, time.UTC)}
 	ts := newTestServer(t, withClock(clock.now))
 	seed := rand.Uint64()
@@ -468,10 +463,11 @@ func TestCountsFollowEveryWrite(t *testing.T) {
 		Records float64
 	}
 	fromMetrics := func() counts {
-		body := ts.do(t, "GET", "/metrics", "", nil).Body
-		c := counts{Pets: map[string]float64{}, Records: metricValue(t, body, "petstore_idempotency_records", map[string]string{})}
+		// Parsed once: 300 steps of four parses each were most of the test's time.
+		families := metricFamilies(t, ts.do(t, "GET", "/metrics", "", nil).Body)
+		c := counts{Pets: map[string]float64{}, Records: seriesIn(families, "petstore_idempotency_records", map[string]string{})}
 		for _, s := range petStatuses {
-			c.Pets[s] = metricValue(t, body, "petstore_pets", map[string]string{"status": s})
+			c.Pets[s] = seriesIn(families, "petstore_pets", map[string]string{"status": s})
 		}
 		return c
 	}
@@ -556,31 +552,22 @@ func TestCountsFollowEveryWrite(t *testing.T) {
 }
 
 func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, onSQLite()) // backs up the SQLite file
 	var mu sync.Mutex
 	var acked []Pet
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				res := ts.do(t, "POST", "/v1/pets", fmt.Sprintf(`{"name":"w%d-%d","categoryId":%d}`, w, i, w+1), nil)
-				if res.Status != http.StatusCreated {
-					t.Errorf("create: status %d", res.Status)
-					return
-				}
-				p := decode[Pet](t, res)
-				mu.Lock()
-				acked = append(acked, p)
-				mu.Unlock()
-			}
-		})
-	}
+	stopWriting := keepSending(t, 4, func(w, i int) bool {
+		res := ts.do(t, "POST", "/v1/pets", fmt.Sprintf(`{"name":"w%d-%d","categoryId":%d}`, w, i, w+1), nil)
+		if res.Status != http.StatusCreated {
+			t.Errorf("create: status %d", res.Status)
+			return false
+		}
+		p := decode[Pet](t, res)
+		mu.Lock()
+		acked = append(acked, p)
+		mu.Unlock()
+		return true
+	})
 	eventually(t, "some pets are created", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 20 })
 	mu.Lock()
 	before := slices.Clone(acked) // acknowledged before the backup began
@@ -589,8 +576,7 @@ func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "backup.db")
 	var stdout strings.Builder
 	err := run(t.Context(), []string{"backup", "-db", ts.DBPath, out}, func(string) string { return "" }, strings.NewReader(""), &stdout, io.Discard)
-	close(stop)
-	wg.Wait()
+	stopWriting()
 	if err != nil {
 		t.Fatalf("backup: %v", err)
 	}
@@ -725,6 +711,7 @@ func TestBackupWritesExactlyTheNamedFile(t *testing.T) {
 }
 
 func TestDatabaseFilesAreTheOwnersOnly(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, onSQLite()) // the files of a SQLite database
 	ts.createPet(t, "Rex", 1, "")      // the WAL and its index exist once written
 	for _, f := range []string{ts.DBPath, ts.DBPath + "-wal", ts.DBPath + "-shm"} {
@@ -738,11 +725,22 @@ func TestDatabaseFilesAreTheOwnersOnly(t *testing.T) {
 	}
 }
 
+// TestMemoryDatabaseIsSharedByThePoolAndEphemeral runs the real binary in
+// a directory of its own (rather than run() after a chdir, which would be
+// the whole test process's: the test runs in parallel with others).
 func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {
-	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_API_KEYS": testKey}
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
 	dir := t.TempDir()
-	t.Chdir(dir)
-	rs := startRun(t, env, "-db", ":memory:")
+	start := func() *process {
+		cmd := exec.Command(bin, "-db", ":memory:")
+		cmd.Dir = dir
+		return startCommand(t, cmd, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_API_KEYS="+testKey)
+	}
+	rs := start()
 	const n = 40
 	var wg sync.WaitGroup
 	created := make([]Pet, n)
@@ -767,9 +765,12 @@ func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {
 	if diff := cmp.Diff(created, got); diff != "" {
 		t.Errorf("listing mismatch (-want +got):\n%s", diff)
 	}
-	rs.stop(t)
+	rs.Cmd.Process.Signal(syscall.SIGTERM) // only the process the test started, by its PID
+	if err := rs.Cmd.Wait(); err != nil {
+		t.Errorf("the first run's exit: %v", err)
+	}
 
-	rs = startRun(t, env, "-db", ":memory:")
+	rs = start()
 	if res := doRequest(t, rs.URL, "GET", "/v1/pets", "", nil); string(res.Body) != "[]\n" {
 		t.Errorf("a new :memory: run starts with %s, want []", res.Body)
 	}
@@ -779,6 +780,7 @@ func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {
 }
 
 func TestSeedLoadsOnlyIntoAnEmptyDatabase(t *testing.T) {
+	t.Parallel()
 	seed := filepath.Join(t.TempDir(), "seed.json")
 	writeFile(t, seed, `[{"name":"Rex","categoryId":1},{"name":"Tom","categoryId":2,"status":"sold"},{"name":"Kit","categoryId":3,"status":"pending"}]`)
 	env := map[string]string{
@@ -803,6 +805,7 @@ func TestSeedLoadsOnlyIntoAnEmptyDatabase(t *testing.T) {
 }
 
 func TestSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -831,11 +834,23 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 // metric name whose labels are exactly labels, 0 when there is none.
 func metricValue(t *testing.T, body []byte, name string, labels map[string]string) float64 {
 	t.Helper()
+	return seriesIn(metricFamilies(t, body), name, labels)
+}
+
+// metricFamilies parses a /metrics answer, for several seriesIn.
+func metricFamilies(t *testing.T, body []byte) map[string]*dto.MetricFamily {
+	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return families
+}
+
+// seriesIn is the value of the series of name with exactly labels in
+// families, 0 if there is none.
+func seriesIn(families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
 	for _, m := range families[name].GetMetric() {
 		got := map[string]string{}
 		for _, l := range m.GetLabel() {
@@ -849,6 +864,7 @@ func metricValue(t *testing.T, body []byte, name string, labels map[string]strin
 }
 
 func TestOrderTransitionsAreCounted(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	var orders []int64
 	for i := range 3 {

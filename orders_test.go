@@ -48,6 +48,7 @@ func (ts *testServer) petNow(t testing.TB, id int64) []Pet {
 func apiTime(at time.Time) string { return at.UTC().Format(timeLayout) }
 
 func TestPlaceOrder(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2027, time.May, 4, 10, 30, 0, 123_000_000, time.UTC)
 	clock := &fakeClock{t: at}
 	ts := newTestServer(t, withClock(clock.now))
@@ -122,6 +123,7 @@ func TestPlaceOrder(t *testing.T) {
 }
 
 func TestPlaceOrderIdempotency(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rex := ts.createPet(t, "Rex", 1, "")
 	tom := ts.createPet(t, "Tom", 1, "")
@@ -160,6 +162,7 @@ func TestPlaceOrderIdempotency(t *testing.T) {
 }
 
 func TestUpdateOrder(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2027, time.May, 4, 10, 0, 0, 0, time.UTC)
 	clock := &fakeClock{t: start}
 	ts := newTestServer(t, withClock(clock.now))
@@ -288,6 +291,7 @@ func TestUpdateOrder(t *testing.T) {
 }
 
 func TestGetAndListOrders(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	var all []orderJSON
 	for i := range 7 {
@@ -358,6 +362,7 @@ func TestGetAndListOrders(t *testing.T) {
 }
 
 func TestUpdatePet(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		rule  string
@@ -440,6 +445,7 @@ func TestUpdatePet(t *testing.T) {
 }
 
 func TestDeletePet(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	a := ts.createPet(t, "A", 1, "")
 	b := ts.createPet(t, "B", 1, "")
@@ -500,6 +506,7 @@ func TestDeletePet(t *testing.T) {
 }
 
 func TestListPetsByID(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	var pets []Pet
 	for i := range 12 {
@@ -556,6 +563,7 @@ func TestListPetsByID(t *testing.T) {
 // for each of a few pets: exactly one per pet is placed, every other is 409,
 // and each pet is pending with its one order (see also TestWhatHoldsOfASale).
 func TestConcurrentOrdersForOnePetPlaceExactlyOne(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	const pets, clients = 4, 25
 	var ids []int64
@@ -596,6 +604,7 @@ func TestConcurrentOrdersForOnePetPlaceExactlyOne(t *testing.T) {
 // code: even a write that skips the store's checks cannot place a second
 // order for a pet.
 func TestTheDatabaseRefusesASecondPlacedOrder(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	p := ts.createPet(t, "Rex", 1, "")
 	ts.placeOrder(t, p.ID)

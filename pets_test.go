@@ -16,6 +16,7 @@ import (
 )
 
 func TestCreatePet(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		rule string
@@ -86,6 +87,7 @@ func TestCreatePet(t *testing.T) {
 }
 
 func TestCreatePetRejectsInvalidBodies(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		rule    string
@@ -177,6 +179,7 @@ func TestCreatePetRejectsInvalidBodies(t *testing.T) {
 }
 
 func TestCreatePetMediaTypeAndSize(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	valid := `{"name":"Rex","categoryId":1}`
 	accepted := []struct {
@@ -256,6 +259,7 @@ func TestCreatePetMediaTypeAndSize(t *testing.T) {
 }
 
 func TestListPets(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	t.Run("an empty catalogue lists as []", func(t *testing.T) {
 		res := ts.do(t, "GET", "/v1/pets", "", nil)
@@ -317,6 +321,7 @@ func TestListPets(t *testing.T) {
 }
 
 func TestListPetsRejectsInvalidParameters(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		rule    string
@@ -360,6 +365,7 @@ func TestListPetsRejectsInvalidParameters(t *testing.T) {
 // TestPagination follows the Link headers through whole listings, as a client
 // would, with and without a filter, and with pets added between pages.
 func TestPagination(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	statuses := []string{"available", "pending", "sold", "available"}
 	var all []Pet
@@ -402,6 +408,7 @@ func TestPagination(t *testing.T) {
 // no item is listed twice, and every item whose status did not change is
 // listed.
 func TestPagingWhileStatusesChange(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	var pets []Pet
 	for i := range 40 {
@@ -466,6 +473,7 @@ func TestPagingWhileStatusesChange(t *testing.T) {
 }
 
 func TestGetPet(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rex := ts.createPet(t, "Rex", 7, "pending")
 
@@ -499,6 +507,7 @@ func TestGetPet(t *testing.T) {
 }
 
 func TestGetPetDeprecation(t *testing.T) {
+	t.Parallel()
 	sunset := time.Date(2030, time.December, 5, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	clock := sunset.Add(-time.Nanosecond)
@@ -594,6 +603,7 @@ func TestGetPetDeprecation(t *testing.T) {
 }
 
 func TestAuthentication(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rex := ts.createPet(t, "Rex", 1, "")
 	routes := []struct{ method, path, body string }{
@@ -664,6 +674,7 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestTwoAuthorizationHeadersAreRefused(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rex := ts.createPet(t, "Rex", 1, "")
 	for _, route := range []struct{ method, path, body string }{
@@ -698,6 +709,7 @@ func TestTwoAuthorizationHeadersAreRefused(t *testing.T) {
 }
 
 func TestRoutingErrors(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	tests := []struct {
 		rule      string
@@ -732,6 +744,7 @@ func TestRoutingErrors(t *testing.T) {
 }
 
 func TestPanicIsRecoveredAsJSON500(t *testing.T) {
+	t.Parallel()
 	log := &syncBuffer{}
 	h := recoverPanics(slogTo(log), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic("secret internal detail")
@@ -749,6 +762,7 @@ func TestPanicIsRecoveredAsJSON500(t *testing.T) {
 }
 
 func TestDatabaseFailureIsAnOpaque500(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.Store.Close() // every query now fails inside database/sql
 	for _, req := range []struct{ method, path, body string }{
@@ -773,6 +787,7 @@ func TestDatabaseFailureIsAnOpaque500(t *testing.T) {
 }
 
 func TestConcurrentCreates(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	const n = 50
 	var wg sync.WaitGroup

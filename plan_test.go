@@ -11,6 +11,7 @@ import (
 // covering index. The counts of the metrics read only their shards, so that
 // a scrape costs the same whatever the size of the catalogue.
 func TestListQueriesUseAnIndexRange(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, onSQLite())
 	tests := []struct {
 		rule  string

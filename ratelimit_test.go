@@ -12,6 +12,7 @@ import (
 )
 
 func TestRateLimitPerKey(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2027, time.March, 1, 12, 0, 0, 0, time.UTC)
 	clock := &fakeClock{t: start}
 	ts := newTestServer(t, withClock(clock.now), withLimits(limits{idempotencyTTL: time.Hour, rateLimit: 2, rateBurst: 3}))
@@ -79,6 +80,7 @@ func TestRateLimitPerKey(t *testing.T) {
 }
 
 func TestRateLimitIsOffByDefault(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	for i := range 200 {
 		if res := ts.do(t, "GET", "/v1/pets", "", nil); res.Status != http.StatusOK {
@@ -88,6 +90,7 @@ func TestRateLimitIsOffByDefault(t *testing.T) {
 }
 
 func TestParseConfigLimits(t *testing.T) {
+	t.Parallel()
 	// defaults fills in the limits a row does not set, as the defaults do.
 	defaults := func(l limits) limits {
 		if l.maxBodyMemory == 0 {

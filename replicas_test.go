@@ -37,6 +37,7 @@ func replicas(t *testing.T, n int) ([]*testServer, string) {
 }
 
 func TestReplicasReadTheirWritesOnTheOthers(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 2)
 	// Readers keep every read path busy on both replicas, as caches would
 	// be filled if there were any.
@@ -82,6 +83,7 @@ func TestReplicasReadTheirWritesOnTheOthers(t *testing.T) {
 }
 
 func TestOneIdempotencyKeySentToTwoReplicasAtOnceCreatesOnePet(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 2)
 	const keys = 20
 	answers := make([][2]response, keys)
@@ -121,6 +123,7 @@ func TestOneIdempotencyKeySentToTwoReplicasAtOnceCreatesOnePet(t *testing.T) {
 }
 
 func TestConcurrentOrdersOnTwoReplicasPlaceOne(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 2)
 	const pets, clients = 3, 12
 	for p := range pets {
@@ -149,25 +152,16 @@ func TestConcurrentOrdersOnTwoReplicasPlaceOne(t *testing.T) {
 // skipped: every pet in the catalogue afterwards with an id below the last
 // one the walk saw was listed (ids follow the commits, see writeLock).
 func TestPagingAcrossReplicasWhileTheyCreate(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 2)
 	var before []Pet
 	for i := range 60 {
 		before = append(before, rs[i%2].createPet(t, fmt.Sprint("before-", i), 1, ""))
 	}
-	stop := make(chan struct{})
-	var writers sync.WaitGroup
-	for w := range 4 {
-		writers.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-					rs[w%2].createPet(t, fmt.Sprintf("during-%d-%d", w, i), 1, "")
-				}
-			}
-		})
-	}
+	stopWriting := keepSending(t, 4, func(w, i int) bool {
+		rs[w%2].createPet(t, fmt.Sprintf("during-%d-%d", w, i), 1, "")
+		return true
+	})
 	var seen []Pet
 	next := "/v1/pets?limit=7"
 	for page := 0; next != ""; page++ {
@@ -178,8 +172,7 @@ func TestPagingAcrossReplicasWhileTheyCreate(t *testing.T) {
 			next = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
 		}
 	}
-	close(stop)
-	writers.Wait()
+	stopWriting()
 
 	count := map[int64]int{}
 	for _, p := range seen {
@@ -200,6 +193,7 @@ func TestPagingAcrossReplicasWhileTheyCreate(t *testing.T) {
 }
 
 func TestReplicasStartingTogetherOnAnEmptyDatabaseAllMigrate(t *testing.T) {
+	t.Parallel()
 	url := postgresSchema(t)
 	const n = 4
 	errs := make([]error, n)
@@ -254,6 +248,7 @@ func TestReplicasStartingTogetherOnAnEmptyDatabaseAllMigrate(t *testing.T) {
 // step: the same numbers and names, so that a schema version means the same
 // change on either database.
 func TestMigrationsMatchOnBothBackends(t *testing.T) {
+	t.Parallel()
 	names := func(d dialect) []string {
 		ms, err := loadMigrations(migrationFiles, d.migrations)
 		if err != nil {
@@ -271,6 +266,7 @@ func TestMigrationsMatchOnBothBackends(t *testing.T) {
 }
 
 func TestIdempotencyKeysArePrunedByEveryReplicaWithoutConflict(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 3)
 	rs[0].do(t, "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`, withIdempotencyKey("old"))
 	var wg sync.WaitGroup
@@ -300,6 +296,7 @@ func TestIdempotencyKeysArePrunedByEveryReplicaWithoutConflict(t *testing.T) {
 // (on the append lock) instead of committing a higher id first, which a
 // client paging between the two commits would skip.
 func TestIdsCommitInTheirOrderAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	rs, url := replicas(t, 2)
 	a, b := rs[0], rs[1]
 	inserted, release := make(chan Pet), make(chan struct{})
@@ -329,7 +326,7 @@ func TestIdsCommitInTheirOrderAcrossReplicas(t *testing.T) {
 	defer db.Close()
 	eventually(t, "the second replica's create waits for the append lock", func() bool {
 		var waiting int
-		db.QueryRowContext(t.Context(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting)
+		db.QueryRowContext(t.Context(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").Scan(&waiting)
 		return waiting > 0
 	})
 	releaseHeld()
@@ -358,41 +355,31 @@ func sendLoad(t *testing.T, urls []string, clients int, stop <-chan struct{}) []
 	client := &http.Client{Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	results := make([][]loadResult, clients)
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				url := urls[(c+i)%len(urls)]
-				start := time.Now()
-				var res response
-				var err error
-				if i%4 == 0 {
-					key := fmt.Sprintf("load-%d-%d", c, i)
-					res, err = send(client, "POST", url+"/v1/pets", fmt.Sprintf(`{"name":%q,"categoryId":1}`, key), key)
-				} else {
-					res, err = send(client, "GET", url+"/v1/pets?limit=5&status=available", "", "")
-				}
-				r := loadResult{status: res.Status, retryAfter: res.Header.Get("Retry-After"), took: time.Since(start), err: err}
-				if err == nil && res.Status >= 400 {
-					var e apiError
-					json.Unmarshal(res.Body, &e)
-					r.code = e.Code
-				}
-				if err == nil && res.Status == http.StatusCreated {
-					var p Pet
-					json.Unmarshal(res.Body, &p)
-					r.created = &p
-				}
-				results[c] = append(results[c], r)
-			}
-		})
-	}
-	wg.Wait()
+	untilStopped(clients, stop, func(c, i int) bool {
+		url := urls[(c+i)%len(urls)]
+		start := time.Now()
+		var res response
+		var err error
+		if i%4 == 0 {
+			key := fmt.Sprintf("load-%d-%d", c, i)
+			res, err = send(client, "POST", url+"/v1/pets", fmt.Sprintf(`{"name":%q,"categoryId":1}`, key), key)
+		} else {
+			res, err = send(client, "GET", url+"/v1/pets?limit=5&status=available", "", "")
+		}
+		r := loadResult{status: res.Status, retryAfter: res.Header.Get("Retry-After"), took: time.Since(start), err: err}
+		if err == nil && res.Status >= 400 {
+			var e apiError
+			json.Unmarshal(res.Body, &e)
+			r.code = e.Code
+		}
+		if err == nil && res.Status == http.StatusCreated {
+			var p Pet
+			json.Unmarshal(res.Body, &p)
+			r.created = &p
+		}
+		results[c] = append(results[c], r)
+		return true
+	})
 	return slices.Concat(results...)
 }
 
@@ -402,6 +389,7 @@ func sendLoad(t *testing.T, urls []string, clients int, stop <-chan struct{}) []
 // another 5xx; /readyz is 503 and /healthz 200; once it is back, every
 // replica serves again without a restart, and no acknowledged create is lost.
 func TestPostgresStoppedUnderLoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("stops and starts a database")
 	}
@@ -497,6 +485,7 @@ func TestPostgresStoppedUnderLoad(t *testing.T) {
 // database) while clients use both: the other keeps serving without a single
 // failed request, and nothing the killed one acknowledged is lost.
 func TestSIGKILLOfOneReplica(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
@@ -550,6 +539,7 @@ func TestSIGKILLOfOneReplica(t *testing.T) {
 // works) and looks for it everywhere it could leak: the log, /metrics, and
 // the errors of a URL that cannot be reached or parsed.
 func TestThePostgreSQLPasswordIsNeverShown(t *testing.T) {
+	t.Parallel()
 	u, err := url.Parse(postgresSchema(t))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // synchronous=FULL (2), a busy timeout and foreign keys enforced, and
 // readers cannot write.
 func TestConnectionsCarryTheDurabilityPragmas(t *testing.T) {
+	t.Parallel()
 	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +62,7 @@ func TestConnectionsCarryTheDurabilityPragmas(t *testing.T) {
 // TestSchemaRefusesWhatTheAPIRefuses checks that the table's constraints
 // hold even for a write that bypasses the handlers.
 func TestSchemaRefusesWhatTheAPIRefuses(t *testing.T) {
+	t.Parallel()
 	st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +101,7 @@ func TestSchemaRefusesWhatTheAPIRefuses(t *testing.T) {
 // TestACancelledReadIsNoDatabaseError: petstore_db_errors_total counts what
 // the database failed at, not reads whose client left.
 func TestACancelledReadIsNoDatabaseError(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	before := ts.Store.errorCount()
 	ctx, cancel := context.WithCancel(t.Context())

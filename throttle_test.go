@@ -13,6 +13,7 @@ import (
 )
 
 func TestFailedAuthenticationIsThrottledPerAddress(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2027, time.March, 1, 12, 0, 0, 0, time.UTC)
 	clock := &fakeClock{t: start}
 	// The test's requests all come from 127.0.0.1, a trusted proxy here:
@@ -93,6 +94,7 @@ func TestFailedAuthenticationIsThrottledPerAddress(t *testing.T) {
 }
 
 func TestTheClientAddress(t *testing.T) {
+	t.Parallel()
 	proxies, err := parseTrustedProxies("10.0.0.0/8, 192.0.2.7")
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +135,7 @@ func TestTheClientAddress(t *testing.T) {
 }
 
 func TestFailedAuthenticationLinesAreSampled(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t) // no throttle: every request is a 401
 	start := time.Now()
 	const failures = 300
@@ -165,6 +168,7 @@ func TestFailedAuthenticationLinesAreSampled(t *testing.T) {
 }
 
 func TestShortKeysAreReportedAtStartUp(t *testing.T) {
+	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "pets.db")
 	rs := startRun(t, map[string]string{
 		"PETSTORE_ADDR":     "127.0.0.1:0",

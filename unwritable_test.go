@@ -16,6 +16,7 @@ import (
 // read-only file or file system). Each time, creates are 503, reads keep
 // working, and creates succeed again once the cause is gone.
 func TestCreateIsUnavailableWhileTheDatabaseCannotBeWritten(t *testing.T) {
+	t.Parallel()
 	causes := []struct {
 		rule, set, unset, logged string
 	}{
@@ -90,6 +91,7 @@ func TestCreateIsUnavailableWhileTheDatabaseCannotBeWritten(t *testing.T) {
 // area's writes like the create above: 503 `unavailable`, nothing changed,
 // and the same write succeeds once the database can be written again.
 func TestEveryWriteIsUnavailableWhileTheDatabaseIsReadOnly(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	pet := ts.createPet(t, "Rex", 1, "")
 	ordered := ts.createPet(t, "Kit", 1, "")

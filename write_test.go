@@ -58,6 +58,7 @@ func storedPets(t *testing.T, st *store) []Pet {
 }
 
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	t.Run("creates waiting together share one commit", func(t *testing.T) {
 		ts := newTestServer(t)
 		release := blockWriter(t, ts.Store)
@@ -189,6 +190,7 @@ func TestGroupCommit(t *testing.T) {
 // TestCacheNeverServesStaleAnswers checks the rules of cache.go through the
 // API: after a write's answer, every read sees it.
 func TestCacheNeverServesStaleAnswers(t *testing.T) {
+	t.Parallel()
 	getList := func(t *testing.T, ts *testServer, path string) ([]Pet, string) {
 		t.Helper()
 		res := ts.do(t, "GET", path, "", nil)

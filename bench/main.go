@@ -222,7 +222,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		// Stopped after the replicas (benchSize stops them before it
 		// returns), and its directory deleted unless -keep.
 		if o.keep {
-			fmt.Fprintf(os.Stderr, "keeping %s\n", cluster.dir)
+			fmt.Fprintf(os.Stderr, "keeping %s\n", cluster.Dir)
 			defer cluster.stop()
 		} else {
 			defer cluster.remove()
@@ -230,7 +230,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		if o.pgVersion, err = cluster.version(ctx); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "started %s (%s) on 127.0.0.1:%d in %v\n", o.pgVersion, cluster.bin, cluster.port, time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "started %s (%s) on a socket in %s in %v\n", o.pgVersion, cluster.Bin, cluster.Dir, time.Since(start).Round(time.Millisecond))
 	}
 
 	var results []sizeResult

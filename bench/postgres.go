@@ -4,36 +4,31 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the driver the service itself uses
+
+	"petstore/internal/pgcluster"
 )
 
 // With -postgres the benchmark starts a PostgreSQL cluster of its own, the
-// way the tests do (initdb into a temporary directory, the server as the
-// postgres user when the benchmark runs as root, since initdb refuses root, on
-// a free port of 127.0.0.1), but durable: fsync and synchronous commit on,
-// as a shop would run it, since the write scenarios measure durable commits.
+// way the tests do (internal/pgcluster: initdb into a temporary directory,
+// the server as the postgres user when the benchmark runs as root, since
+// initdb refuses root, on a Unix socket in that directory), but durable:
+// fsync and synchronous commit on, as a shop would run it, since the write
+// scenarios measure durable commits.
 
 // Time limits on what the benchmark asks of PostgreSQL, so that a server
-// that hangs cannot hold the benchmark: initdb and the server's start, each;
-// its stop; loading the pets of one database (a million take seconds); and
-// reading the counters around a run.
+// that hangs cannot hold the benchmark: initdb and the server's start, each
+// (its stop is bounded by pgcluster); loading the pets of one database (a
+// million take seconds); and reading the counters around a run.
 const (
 	pgStartTimeout = time.Minute
-	pgStopTimeout  = 30 * time.Second
 	pgLoadTimeout  = 10 * time.Minute
 	pgQueryTimeout = 30 * time.Second
 )
@@ -42,7 +37,6 @@ const (
 // synchronous_commit and full_page_writes are the defaults, written out
 // because the benchmark depends on them: every 201 is durable, as on SQLite.
 var pgSettings = []string{
-	"listen_addresses=127.0.0.1",
 	"fsync=on",
 	"synchronous_commit=on",
 	"full_page_writes=on",
@@ -61,141 +55,17 @@ var pgSettings = []string{
 }
 
 // pgCluster is the PostgreSQL server the benchmark started.
-type pgCluster struct {
-	dir    string // its own temporary directory: data, socket, log
-	bin    string // the server's binaries
-	port   int
-	cmd    *exec.Cmd
-	asUser *syscall.Credential // the postgres user, when the benchmark runs as root
-}
-
-// postgresBinaries finds the PostgreSQL server's binaries: pg_config's
-// bindir, else the newest of Debian's /usr/lib/postgresql/N/bin.
-func postgresBinaries() (string, error) {
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		dir := strings.TrimSpace(string(out))
-		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
-			return dir, nil
-		}
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(dirs) == 0 {
-		return "", errors.New("-postgres: no PostgreSQL server found (initdb); apt-get install postgresql")
-	}
-	// Sorted by version number, not as strings: 9 < 15.
-	version := func(p string) int {
-		v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(p))))
-		return v
-	}
-	slices.SortFunc(dirs, func(a, b string) int { return version(a) - version(b) })
-	return filepath.Dir(dirs[len(dirs)-1]), nil
-}
+type pgCluster struct{ *pgcluster.Cluster }
 
 // startPostgres initialises a cluster in a new temporary directory and
 // starts its server. The caller removes it with remove, which stops the
 // server first.
 func startPostgres(ctx context.Context) (*pgCluster, error) {
-	bin, err := postgresBinaries()
+	c, err := pgcluster.Start(ctx, pgStartTimeout, pgSettings...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("-postgres: %w; apt-get install postgresql", err)
 	}
-	// A directory of its own rather than one inside the benchmark's: the
-	// postgres user must be able to reach it, and the benchmark's is
-	// private to the user running it.
-	dir, err := os.MkdirTemp("", "petstore-bench-pg-")
-	if err != nil {
-		return nil, err
-	}
-	c := &pgCluster{dir: dir, bin: bin}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("-postgres: running as root, and no postgres user to run the server as: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.asUser = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	initCtx, cancel := context.WithTimeout(ctx, pgStartTimeout)
-	defer cancel()
-	// Trust authentication is safe here only because the server listens on
-	// 127.0.0.1 and a socket in its private directory, and lives for one run.
-	initdb := c.command(initCtx, "initdb", "-D", c.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8")
-	if out, err := initdb.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	c.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	if err := c.start(ctx); err != nil {
-		c.remove()
-		return nil, err
-	}
-	return c, nil
-}
-
-// data is the cluster's data directory.
-func (c *pgCluster) data() string { return filepath.Join(c.dir, "data") }
-
-// command is one of the cluster's binaries, run as the postgres user when
-// the benchmark runs as root.
-func (c *pgCluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
-	if c.asUser != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.asUser}
-	}
-	return cmd
-}
-
-// start starts the server and waits, at most pgStartTimeout, until it
-// accepts connections. Its log goes to a file in its directory, quoted in
-// the error when it does not come up.
-func (c *pgCluster) start(ctx context.Context) error {
-	args := []string{"-D", c.data(), "-p", strconv.Itoa(c.port), "-k", c.dir}
-	for _, s := range pgSettings {
-		args = append(args, "-c", s)
-	}
-	// Not tied to ctx: on Ctrl-C the benchmark stops it itself, by remove,
-	// after the replicas that use it.
-	c.cmd = c.command(context.Background(), "postgres", args...)
-	logFile, err := os.Create(c.logFile())
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	if err := c.cmd.Start(); err != nil {
-		c.cmd = nil
-		return err
-	}
-	deadline := time.Now().Add(pgStartTimeout)
-	for {
-		db, err := sql.Open("pgx", c.url("postgres"))
-		if err == nil {
-			pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err = db.PingContext(pingCtx)
-			cancel()
-			db.Close()
-		}
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			log, _ := os.ReadFile(logFile.Name())
-			return fmt.Errorf("PostgreSQL did not accept connections within %v: %v\n%s", pgStartTimeout, err, log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return &pgCluster{c}, nil
 }
 
 // version is the server's version, as the report names it.
@@ -216,41 +86,16 @@ func (c *pgCluster) version(ctx context.Context) (string, error) {
 }
 
 // url is the URL of one of the cluster's databases.
-func (c *pgCluster) url(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, database)
-}
+func (c *pgCluster) url(database string) string { return c.URL(database) }
 
-// stop ends the server the benchmark started, by its PID: an immediate
-// shutdown (SIGQUIT), since the cluster is thrown away and a fast one would
-// first write a checkpoint of everything the run changed. SIGKILL if it has
-// not exited within pgStopTimeout.
-func (c *pgCluster) stop() {
-	if c.cmd == nil {
-		return
-	}
-	c.cmd.Process.Signal(syscall.SIGQUIT)
-	done := make(chan struct{})
-	go func() {
-		c.cmd.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(pgStopTimeout):
-		c.cmd.Process.Kill()
-		<-done
-	}
-	c.cmd = nil
-}
+// stop ends the server, keeping its directory (-keep).
+func (c *pgCluster) stop() { c.Stop() }
 
 // remove stops the server and deletes its directory.
-func (c *pgCluster) remove() {
-	c.stop()
-	os.RemoveAll(c.dir)
-}
+func (c *pgCluster) remove() { c.Remove() }
 
 // logFile is the server's log.
-func (c *pgCluster) logFile() string { return filepath.Join(c.dir, "server.log") }
+func (c *pgCluster) logFile() string { return c.LogFile() }
 
 // lockTrouble is what the server's log says of locks during a run.
 type lockTrouble struct {
@@ -296,10 +141,10 @@ func (c *pgCluster) lockTroubleSince(offset int64) (lockTrouble, error) {
 // backend per connection, the checkpointer, the WAL writer...), whose CPU
 // time is the database's share of the cost of a request.
 func (c *pgCluster) pids() []int {
-	if c.cmd == nil {
+	pm := c.Pid()
+	if pm == 0 {
 		return nil
 	}
-	pm := c.cmd.Process.Pid
 	pids := []int{pm}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
