@@ -150,6 +150,15 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	})
 
 	m := newMetrics(st)
+	// Webhooks are delivered until the service stops, and waited for
+	// before the deferred st.Close.
+	hooks := newDispatcher(log, st, cfg.webhooks, ln.Addr(), time.Now)
+	m.registry.MustRegister(hooks.collectors()...)
+	hooksCtx, stopHooks := context.WithCancel(ctx)
+	var delivering sync.WaitGroup
+	defer delivering.Wait()
+	defer stopHooks()
+	delivering.Go(func() { hooks.run(hooksCtx) })
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
 	events := newFeed(log, st, cfg.events, time.Now)
@@ -335,6 +344,13 @@ func addRoutes(mux *http.ServeMux, log *slog.Logger, auth, authOrTicket func(htt
 	mux.Handle("PATCH /v1/store/orders/{orderId}", auth(handleUpdateOrder(log, st, now, m.orderChanged)))
 	mux.Handle("GET /v1/events", authOrTicket(events.handleListEvents()))
 	mux.Handle("POST /v1/events/tickets", auth(events.handleCreateTicket()))
+	mux.Handle("POST /v1/webhooks", auth(handleCreateWebhook(log, st, now)))
+	mux.Handle("GET /v1/webhooks", auth(handleListWebhooks(log, st)))
+	mux.Handle("GET /v1/webhooks/{webhookId}", auth(handleGetWebhook(log, st)))
+	mux.Handle("PATCH /v1/webhooks/{webhookId}", auth(handleUpdateWebhook(log, st)))
+	mux.Handle("DELETE /v1/webhooks/{webhookId}", auth(handleDeleteWebhook(log, st)))
+	mux.Handle("POST /v1/webhooks/{webhookId}/secret", auth(handleRotateWebhookSecret(log, st, now)))
+	mux.Handle("GET /v1/webhooks/{webhookId}/deliveries", auth(handleListWebhookDeliveries(log, st)))
 	mux.Handle("GET /v1/openapi.json", handleOpenAPIDocument(openapiDocument))
 	reference := newReferenceSite()
 	mux.Handle("GET /docs", handleReferencePage(log, reference))

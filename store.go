@@ -109,6 +109,7 @@ type store struct {
 	orderStmts       orderStatements
 	eventStmts       eventStatements
 	idemStmts        idempotencyStatements
+	webhookStmts     webhookStatements
 	savepoint        *sql.Stmt
 	release          *sql.Stmt
 	rollbackTo       *sql.Stmt
@@ -269,6 +270,28 @@ func (s *store) prepare(ctx context.Context) error {
 		{s.writer, &s.eventStmts.insertTicket, sqlInsertTicket},
 		{s.writer, &s.eventStmts.takeTicket, sqlTakeTicket},
 		{s.writer, &s.eventStmts.pruneTickets, sqlPruneTickets},
+		{s.writer, &s.webhookStmts.count, sqlCountWebhooks},
+		{s.writer, &s.webhookStmts.insert, sqlInsertWebhook},
+		{s.reader, &s.webhookStmts.selectOne, sqlSelectWebhook},
+		{s.writer, &s.webhookStmts.selectOneTx, sqlSelectWebhook},
+		{s.reader, &s.webhookStmts.list, sqlListWebhooks},
+		{s.reader, &s.webhookStmts.listBy, sqlListWebhooksBy},
+		{s.writer, &s.webhookStmts.update, sqlUpdateWebhook},
+		{s.writer, &s.webhookStmts.remove, sqlDeleteWebhook},
+		{s.writer, &s.webhookStmts.rotate, sqlRotateSecret},
+		{s.reader, &s.webhookStmts.candidates, sqlWebhookCandidates},
+		{s.writer, &s.webhookStmts.takeLease, sqlTakeLease},
+		{s.writer, &s.webhookStmts.renewLeases, sqlRenewLeases},
+		{s.writer, &s.webhookStmts.releaseLeases, sqlReleaseLeases},
+		{s.writer, &s.webhookStmts.releaseLease, sqlReleaseLease},
+		{s.writer, &s.webhookStmts.delivered, sqlDelivered},
+		{s.writer, &s.webhookStmts.attemptFailed, sqlAttemptFailed},
+		{s.writer, &s.webhookStmts.giveUp, sqlGiveUp},
+		{s.writer, &s.webhookStmts.passOver, sqlPassOver},
+		{s.writer, &s.webhookStmts.insertDelivery, sqlInsertDelivery},
+		{s.reader, &s.webhookStmts.listDeliveries, sqlListDeliveries},
+		{s.writer, &s.webhookStmts.pruneDeliveries, sqlPruneDeliveries},
+		{s.writer, &s.webhookStmts.eventsEndTx, sqlEventsEnd},
 		{s.reader, &s.orderStmts.list, sqlListOrders},
 		{s.reader, &s.orderStmts.listByState, sqlListOrdersByStatus},
 		{s.writer, &s.savepoint, "SAVEPOINT job"},
