@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -682,4 +683,123 @@ func TestWebhookTricklingAnswerIsCut(t *testing.T) {
 	if d := deliveriesOf(t, ts, sub.ID); len(d) < 2 || *d[len(d)-1].StatusCode != 200 {
 		t.Errorf("deliveries = %+v", d)
 	}
+}
+
+func TestWebhookReplicasDeliverOnceInOrderAndTakeOver(t *testing.T) {
+	rs, _ := replicas(t, 2)
+	rc := newReceiver(t)
+	var dispatchers []*dispatcher
+	var stops []func()
+	for _, r := range rs {
+		d, stop := startDispatcher(t, r, fastWebhooks)
+		dispatchers, stops = append(dispatchers, d), append(stops, stop)
+	}
+	sub := subscribe(t, rs[0], fmt.Sprintf(`{"url": %q}`, rc.srv.URL))
+	feedIDs := func(ts *testServer) []string {
+		var ids []string
+		for _, e := range eventsAfter(t, ts, 0) {
+			var ev struct{ ID int64 }
+			json.Unmarshal([]byte(e), &ev)
+			ids = append(ids, strconv.FormatInt(ev.ID, 10))
+		}
+		return ids
+	}
+	for i := range 40 {
+		rs[i%2].createPet(t, fmt.Sprint("pet-", i), 1, "")
+	}
+	eventually(t, "40 events delivered", func() bool { return len(rc.requests()) >= 40 })
+	t.Run("each event is delivered once, in id order, one at a time", func(t *testing.T) {
+		if diff := cmp.Diff(feedIDs(rs[0]), rc.ids()); diff != "" {
+			t.Errorf("webhook-ids mismatch (-feed +received):\n%s", diff)
+		}
+		if m := rc.maxFlight.Load(); m != 1 {
+			t.Errorf("%d deliveries of one subscription at once, want 1", m)
+		}
+	})
+
+	// The replica that holds the lease stops abruptly: its store closes
+	// under it, so it can neither record nor release anything, and the
+	// other must wait for the lease to expire.
+	w, err := rs[0].Store.getWebhook(t.Context(), sub.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := slices.IndexFunc(dispatchers, func(d *dispatcher) bool { return d.owner == w.leaseOwner })
+	if holder < 0 {
+		t.Fatalf("the lease owner %q is neither replica", w.leaseOwner)
+	}
+	other := rs[1-holder]
+	rs[holder].Store.Close()
+	stops[holder]()
+	for i := range 20 {
+		other.createPet(t, fmt.Sprint("after-", i), 1, "")
+	}
+	eventually(t, "the other replica delivers the rest", func() bool { return len(uniqueIDs(rc.ids())) >= 60 })
+	t.Run("after the takeover nothing is missed, and the order holds", func(t *testing.T) {
+		if diff := cmp.Diff(feedIDs(other), uniqueIDs(rc.ids())); diff != "" {
+			t.Errorf("webhook-ids, each first time, mismatch (-feed +received):\n%s", diff)
+		}
+		w, err := other.Store.getWebhook(t.Context(), sub.ID)
+		if err != nil || w.leaseOwner != dispatchers[1-holder].owner {
+			t.Errorf("lease owner %q (%v), want the surviving replica's", w.leaseOwner, err)
+		}
+	})
+}
+
+func TestWebhookSettings(t *testing.T) {
+	t.Run("-h lists every webhook setting with its variable and default", func(t *testing.T) {
+		var out strings.Builder
+		run(t.Context(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), &out, &out)
+		for _, want := range [][]string{
+			{"-webhook-backoff", "PETSTORE_WEBHOOK_BACKOFF", "5s"},
+			{"-webhook-give-up", "PETSTORE_WEBHOOK_GIVE_UP", "72h0m0s"},
+			{"-webhook-timeout", "PETSTORE_WEBHOOK_TIMEOUT", "10s"},
+			{"-webhook-allow-private", "PETSTORE_WEBHOOK_ALLOW_PRIVATE", "false"},
+		} {
+			found := false
+			for line := range strings.SplitSeq(out.String(), "\n") {
+				found = found || containsAll(strings.Fields(line), want)
+			}
+			if !found {
+				t.Errorf("-h output has no line with %q", want)
+			}
+		}
+	})
+	for _, c := range []struct{ rule, name, value string }{
+		{"a backoff is positive", "PETSTORE_WEBHOOK_BACKOFF", "0s"},
+		{"a backoff is at most the cap", "PETSTORE_WEBHOOK_BACKOFF", "2h"},
+		{"a give-up time is positive", "PETSTORE_WEBHOOK_GIVE_UP", "-1h"},
+		{"a timeout is positive", "PETSTORE_WEBHOOK_TIMEOUT", "0"},
+		{"the allow switch is a boolean", "PETSTORE_WEBHOOK_ALLOW_PRIVATE", "maybe"},
+	} {
+		t.Run("refused: "+c.rule, func(t *testing.T) {
+			env := map[string]string{"PETSTORE_DB": ":memory:", "PETSTORE_API_KEYS": testKey, c.name: c.value}
+			_, err := parseConfig(nil, mapEnv(env), &strings.Builder{})
+			if ce, ok := err.(*configError); !ok || !strings.Contains(ce.setting, c.name) {
+				t.Errorf("parseConfig with %s=%s: %v, want a configError naming it", c.name, c.value, err)
+			}
+		})
+	}
+	t.Run("the service delivers, and stops cleanly", func(t *testing.T) {
+		rc := newReceiver(t)
+		rs := startRun(t, map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": filepath.Join(t.TempDir(), "pets.db"),
+			"PETSTORE_API_KEYS": testKey, "PETSTORE_WEBHOOK_ALLOW_PRIVATE": "1", "PETSTORE_LOG_FORMAT": "json"})
+		if res := doRequest(t, rs.URL, "POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q}`, rc.srv.URL), nil); res.Status != http.StatusCreated {
+			t.Fatalf("create: %d %s", res.Status, res.Body)
+		}
+		doRequest(t, rs.URL, "POST", "/v1/pets", `{"name": "Rex", "categoryId": 1}`, nil)
+		var metrics string
+		eventually(t, "the delivery recorded", func() bool {
+			metrics = string(doRequest(t, rs.URL, "GET", "/metrics", "", nil).Body)
+			return strings.Contains(metrics, "petstore_webhook_oldest_undelivered_seconds{subscription=\"1\"} 0\n")
+		})
+		for _, want := range []string{`petstore_webhook_deliveries_total{result="delivered"} 1`, "petstore_webhook_attempts_in_flight 0"} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+		if err := rs.stop(t); err != nil {
+			t.Errorf("run returned %v", err)
+		}
+	})
 }
