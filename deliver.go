@@ -237,9 +237,9 @@ func (d *dispatcher) run(ctx context.Context) {
 				case err == nil && held[id]:
 					w.leaseUntil = until
 				case err == nil, !now.Add(d.cfg.tick()).Before(w.leaseUntil):
-					// Lost (paused, deleted, failing), or about to expire
-					// while the database does not answer: stop before
-					// another replica could take over.
+					// Lost (deleted, taken over), or about to expire while
+					// the database does not answer: stop before another
+					// replica could take over.
 					w.cancel()
 				}
 			}
@@ -261,6 +261,12 @@ func (d *dispatcher) run(ctx context.Context) {
 				wg.Go(func() {
 					defer func() { exited <- id }()
 					d.deliverAll(wctx, id)
+					if ctx.Err() == nil && wctx.Err() == nil {
+						// Stopped by itself (paused, failing): the lease
+						// goes, so that any replica takes the subscription
+						// when it is active again.
+						d.st.releaseWebhookLeases(ctx, d.owner, id)
+					}
 				})
 			}
 		} else if ctx.Err() == nil {

@@ -53,6 +53,10 @@ var blockedRanges = []struct {
 	{netip.MustParsePrefix("100.64.0.0/10"), "a shared (carrier-grade NAT) address (100.64.0.0/10)"},
 	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol assignment (192.0.0.0/24)"},
 	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address (198.18.0.0/15)"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "a documentation address (192.0.2.0/24), which no host has"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "a documentation address (198.51.100.0/24), which no host has"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "a documentation address (203.0.113.0/24), which no host has"},
+	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address (2001:db8::/32), which no host has"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address (240.0.0.0/4, broadcast included)"},
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "a local-use NAT64 address (64:ff9b:1::/48)"},
 }

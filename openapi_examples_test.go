@@ -522,6 +522,7 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 		{site: component("PlaceOrderConflict"), ts: placed, method: "POST", path: "/v1/store/orders", body: `{"petId":2}`},
 		{site: component("PlaceOrderUnprocessable"), ts: placed, method: "POST", path: "/v1/store/orders", body: `{"petId":9}`},
 		{site: component("OrderNotFound"), ts: placed, method: "GET", path: "/v1/store/orders/9"},
+		{site: component("WebhookNotFound"), ts: placed, method: "GET", path: "/v1/webhooks/9"},
 		{site: component("InvalidTransition"), ts: delivered, method: "PATCH", path: "/v1/store/orders/1", body: `{"status":"cancelled"}`},
 		{site: component("RateLimited"), ts: limited, method: "GET", path: "/v1/pets"},
 		{site: component("Internal"), ts: broken, method: "GET", path: "/v1/pets"},

@@ -40,7 +40,7 @@ const (
 	// The dispatcher's statements.
 	sqlWebhookCandidates = "SELECT id FROM webhooks WHERE status = 'active' AND (lease_owner IS NULL OR lease_owner = ? OR lease_until < ?) ORDER BY id"
 	sqlTakeLease         = "UPDATE webhooks SET lease_owner = ?, lease_until = ? WHERE id = ? AND status = 'active' AND (lease_owner IS NULL OR lease_owner = ? OR lease_until < ?)"
-	sqlRenewLeases       = "UPDATE webhooks SET lease_until = ? WHERE lease_owner = ? AND status = 'active' RETURNING id"
+	sqlRenewLeases       = "UPDATE webhooks SET lease_until = ? WHERE lease_owner = ? RETURNING id"
 	sqlReleaseLeases     = "UPDATE webhooks SET lease_owner = NULL, lease_until = 0 WHERE lease_owner = ?"
 	sqlReleaseLease      = "UPDATE webhooks SET lease_owner = NULL, lease_until = 0 WHERE id = ? AND lease_owner = ?"
 	sqlDelivered         = "UPDATE webhooks SET delivered_through = ?, attempts = 0, first_failure_at = NULL, next_attempt_at = NULL WHERE id = ? AND lease_owner = ? AND delivered_through < ?"
@@ -384,9 +384,10 @@ func (s *store) takeWebhookLease(ctx context.Context, id int64, owner string, un
 	return n == 1, err
 }
 
-// renewWebhookLeases extends every lease owner holds on an active
-// subscription to until, and returns their ids: a subscription missing from
-// them was paused, deleted, failed or taken over, and its delivery stops.
+// renewWebhookLeases extends every lease owner holds to until, and returns
+// their ids: a subscription missing from them was deleted or taken over,
+// and its delivery stops at once. (One paused stops by itself, after the
+// attempt in progress.)
 func (s *store) renewWebhookLeases(ctx context.Context, owner string, until time.Time) (map[int64]bool, error) {
 	return write(ctx, s, func(tx *txn) (map[int64]bool, error) {
 		rows, err := tx.query(tx.st.webhookStmts.renewLeases, until.UnixMilli(), owner)

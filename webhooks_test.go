@@ -617,6 +617,7 @@ func TestAddressGuardRefusesEveryRangeWithoutConnecting(t *testing.T) {
 		{"an IPv4-mapped private address", "[::ffff:10.0.0.1]:80", true},
 		{"carrier-grade NAT", "100.64.0.1:80", true},
 		{"broadcast", "255.255.255.255:80", true},
+		{"a documentation address, which the API document's examples use", "192.0.2.10:443", true},
 		{"a public IPv4 address", "93.184.216.34:443", false},
 		{"a public IPv6 address", "[2606:2800:220:1:248:1893:25c8:1946]:443", false},
 	} {
