@@ -148,6 +148,7 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.webhooks.backoff, "webhook-backoff", defaultWebhookBackoff, "first delay before a failed webhook delivery is tried again; it doubles at each failure, at most 1h, with jitter")
 	fs.DurationVar(&cfg.webhooks.giveUp, "webhook-give-up", defaultWebhookGiveUp, "how long after its first failure an event is retried before its subscription becomes failing")
 	fs.DurationVar(&cfg.webhooks.timeout, "webhook-timeout", defaultWebhookTimeout, "time a webhook receiver has to answer a delivery; slower is a failure")
+	fs.DurationVar(&cfg.webhooks.leaseTTL, "webhook-lease", defaultWebhookLease, "how long a replica holds a webhook subscription without renewing its lease; another replica takes over within this plus 1s of its death")
 	fs.BoolVar(&cfg.webhooks.allowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (local development and tests only)")
 	fs.Usage = func() { usage(fs) }
 	return fs

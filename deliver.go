@@ -53,10 +53,10 @@ const (
 	// maxWebhookBackoff caps the delay between two attempts, a receiver's
 	// Retry-After included.
 	maxWebhookBackoff = time.Hour
-	// webhookLeaseTTL is how long a replica's lease of a subscription
+	// defaultWebhookLease is how long a replica's lease of a subscription
 	// lasts unless renewed: another replica takes a dead one's
 	// subscriptions over within this plus a tick (under 15 s).
-	webhookLeaseTTL = 10 * time.Second
+	defaultWebhookLease = 10 * time.Second
 	// webhookPoll is the longest a dispatcher waits before looking again
 	// for new subscriptions, expired leases and events (a fallback to the
 	// wake-up of eventSignal).
@@ -80,14 +80,13 @@ type webhookConfig struct {
 	giveUp       time.Duration // how long after the first failure an event is retried
 	timeout      time.Duration // how long a receiver has to answer
 	allowPrivate bool          // deliveries may reach private addresses
-	// leaseTTL and poll are webhookLeaseTTL and webhookPoll unless a test
-	// shortens them; they have no flag.
-	leaseTTL time.Duration
-	poll     time.Duration
+	leaseTTL     time.Duration // how long a replica's lease of a subscription lasts unrenewed
+	// poll is webhookPoll unless a test shortens it; it has no flag.
+	poll time.Duration
 }
 
 // defaultWebhookConfig is the webhooks' settings when none is given.
-var defaultWebhookConfig = webhookConfig{backoff: defaultWebhookBackoff, giveUp: defaultWebhookGiveUp, timeout: defaultWebhookTimeout}
+var defaultWebhookConfig = webhookConfig{backoff: defaultWebhookBackoff, giveUp: defaultWebhookGiveUp, timeout: defaultWebhookTimeout, leaseTTL: defaultWebhookLease}
 
 // check refuses settings that cannot work.
 func (c webhookConfig) check() error {
@@ -98,10 +97,14 @@ func (c webhookConfig) check() error {
 		{"webhook-backoff", c.backoff},
 		{"webhook-give-up", c.giveUp},
 		{"webhook-timeout", c.timeout},
+		{"webhook-lease", c.leaseTTL},
 	} {
 		if d.v <= 0 {
 			return &configError{settingName(d.name), fmt.Sprintf("%v is not positive", d.v)}
 		}
+	}
+	if c.leaseTTL < minWebhookLease {
+		return &configError{settingName("webhook-lease"), fmt.Sprintf("%v is too short; at least %v, so that a lease can be renewed before it runs out", c.leaseTTL, minWebhookLease)}
 	}
 	if c.backoff > maxWebhookBackoff {
 		return &configError{settingName("webhook-backoff"), fmt.Sprintf("%v is more than the most a retry waits (%v)", c.backoff, maxWebhookBackoff)}
@@ -109,12 +112,16 @@ func (c webhookConfig) check() error {
 	return nil
 }
 
+// minWebhookLease is the shortest lease: three renewals fit in it even
+// when a write takes a few hundred milliseconds.
+const minWebhookLease = 500 * time.Millisecond
+
 // lease is the lease's length in effect.
 func (c webhookConfig) lease() time.Duration {
 	if c.leaseTTL > 0 {
 		return c.leaseTTL
 	}
-	return webhookLeaseTTL
+	return defaultWebhookLease
 }
 
 // tick is the dispatcher's period: often enough to renew a lease three

@@ -756,6 +756,7 @@ func TestWebhookSettings(t *testing.T) {
 			{"-webhook-give-up", "PETSTORE_WEBHOOK_GIVE_UP", "72h0m0s"},
 			{"-webhook-timeout", "PETSTORE_WEBHOOK_TIMEOUT", "10s"},
 			{"-webhook-allow-private", "PETSTORE_WEBHOOK_ALLOW_PRIVATE", "false"},
+			{"-webhook-lease", "PETSTORE_WEBHOOK_LEASE", "10s"},
 		} {
 			found := false
 			for line := range strings.SplitSeq(out.String(), "\n") {
@@ -772,6 +773,7 @@ func TestWebhookSettings(t *testing.T) {
 		{"a give-up time is positive", "PETSTORE_WEBHOOK_GIVE_UP", "-1h"},
 		{"a timeout is positive", "PETSTORE_WEBHOOK_TIMEOUT", "0"},
 		{"the allow switch is a boolean", "PETSTORE_WEBHOOK_ALLOW_PRIVATE", "maybe"},
+		{"a lease lasts long enough to be renewed", "PETSTORE_WEBHOOK_LEASE", "100ms"},
 	} {
 		t.Run("refused: "+c.rule, func(t *testing.T) {
 			env := map[string]string{"PETSTORE_DB": ":memory:", "PETSTORE_API_KEYS": testKey, c.name: c.value}
@@ -802,5 +804,52 @@ func TestWebhookSettings(t *testing.T) {
 		if err := rs.stop(t); err != nil {
 			t.Errorf("run returned %v", err)
 		}
+	})
+}
+
+func TestWebhookDeliveryCutBySIGKILLIsSentAgain(t *testing.T) {
+	bin := buildBinary(t)
+	db := filepath.Join(t.TempDir(), "pets.db")
+	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + db, "PETSTORE_API_KEYS=" + testKey,
+		"PETSTORE_WEBHOOK_ALLOW_PRIVATE=1", "PETSTORE_WEBHOOK_LEASE=1s", "PETSTORE_LOG_FORMAT=json"}
+	rc := newReceiver(t)
+	held := make(chan struct{})
+	rc.setAnswer(func(n int, r *http.Request, _ http.ResponseWriter) int {
+		if n == 1 {
+			// The first delivery is held until the service dies under it.
+			close(held)
+			<-r.Context().Done()
+			return 0
+		}
+		return http.StatusOK
+	})
+	first := startBinary(t, bin, env...)
+	if res := doRequest(t, first.URL, "POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q}`, rc.srv.URL), nil); res.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", res.Status, res.Body)
+	}
+	pet := decode[Pet](t, doRequest(t, first.URL, "POST", "/v1/pets", `{"name": "Rex", "categoryId": 1}`, nil))
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no delivery reached the receiver")
+	}
+	first.Cmd.Process.Kill()
+	first.Cmd.Wait()
+
+	second := startBinary(t, bin, env...)
+	eventually(t, "the delivery sent again after the restart", func() bool { return len(rc.requests()) >= 2 })
+	ids := rc.ids()
+	if ids[0] != ids[1] {
+		t.Errorf("webhook-ids %v: the retry after the crash has another id", ids)
+	}
+	var ev struct {
+		Data Pet
+	}
+	json.Unmarshal([]byte(rc.requests()[1].Body), &ev)
+	if ev.Data != pet {
+		t.Errorf("the event sent again is of %+v, want %+v", ev.Data, pet)
+	}
+	eventually(t, "the delivery recorded", func() bool {
+		return len(listAll[deliveryJSON](t, second.URL, "/v1/webhooks/1/deliveries", nil, nil)) == 1
 	})
 }
