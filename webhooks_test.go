@@ -31,7 +31,7 @@ var fastWebhooks = webhookConfig{backoff: 5 * time.Millisecond, giveUp: time.Hou
 
 // startDispatcher runs a dispatcher of ts's store with cfg until the test
 // ends (before the store closes), and returns it with its stop function.
-func startDispatcher(t *testing.T, ts *testServer, cfg webhookConfig) (*dispatcher, func()) {
+func startDispatcher(t testing.TB, ts *testServer, cfg webhookConfig) (*dispatcher, func()) {
 	t.Helper()
 	u, _ := url.Parse(ts.URL)
 	own, _ := net.ResolveTCPAddr("tcp", u.Host)
@@ -64,7 +64,7 @@ type receiver struct {
 }
 
 // newReceiver starts a receiver.
-func newReceiver(t *testing.T) *receiver {
+func newReceiver(t testing.TB) *receiver {
 	rc := &receiver{}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := rc.inFlight.Add(1)
@@ -125,7 +125,7 @@ func (rc *receiver) ids() []string {
 }
 
 // subscribe creates a subscription through the API and returns it.
-func subscribe(t *testing.T, ts *testServer, body string) webhookJSON {
+func subscribe(t testing.TB, ts *testServer, body string) webhookJSON {
 	t.Helper()
 	res := ts.do(t, "POST", "/v1/webhooks", body, nil)
 	if res.Status != http.StatusCreated {
