@@ -358,9 +358,11 @@ func (d *dispatcher) deliverAll(ctx context.Context, id int64) {
 		}
 		if w.deliveredThrough < b.prunedThrough {
 			reason := fmt.Sprintf("the events after %d up to %d were pruned (see -events-retention) before they could be delivered; PATCH status active to resume with the oldest event kept", w.deliveredThrough, b.prunedThrough)
-			if err := d.st.failWebhook(ctx, d.owner, w, reason); err == nil {
-				d.log.Warn("webhook subscription failing: its next events were pruned", "webhook", id, "delivered_through", w.deliveredThrough, "pruned_through", b.prunedThrough)
+			if err := d.st.failWebhook(ctx, d.owner, w, reason); err != nil {
+				sleep(ctx, poll)
+				continue
 			}
+			d.log.Warn("webhook subscription failing: its next events were pruned", "webhook", id, "delivered_through", w.deliveredThrough, "pruned_through", b.prunedThrough)
 			continue
 		}
 		types := subscribedTypes(w.Patterns)
@@ -371,7 +373,9 @@ func (d *dispatcher) deliverAll(ctx context.Context, id int64) {
 		}
 		if len(events) == 0 {
 			if types != nil && b.end > w.deliveredThrough {
-				d.st.passOverEvents(ctx, d.owner, id, b.end)
+				if err := d.st.passOverEvents(ctx, d.owner, id, b.end); err != nil && ctx.Err() == nil {
+					d.log.Warn("webhook cursor not moved past events of other types", "webhook", id, "err", err)
+				}
 			}
 			t := time.NewTimer(poll)
 			select {

@@ -119,6 +119,7 @@ func TestOpenAPIExamples(t *testing.T) {
 	pet := ex.response("getPet", 200)
 	order := ex.response("placeOrder", 201)
 	listed := ex.response("listPets", 200).([]any)
+	hook := ex.response("getWebhook", 200)
 	listedIDs := map[any]bool{}
 	for _, p := range listed {
 		listedIDs[p.(map[string]any)["id"]] = true
@@ -151,6 +152,16 @@ func TestOpenAPIExamples(t *testing.T) {
 		{"updateOrder's two media types carry the same change", ex.request("updateOrder", "application/json"), ex.request("updateOrder", "application/merge-patch+json")},
 		{"the two creates carry different Idempotency-Keys: a key names one request", false,
 			cmp.Equal(ex.parameter("createPet", "Idempotency-Key"), ex.parameter("placeOrder", "Idempotency-Key"))},
+		{"createWebhook answers its request, active, with an id and a secret", withFields(ex.request("createWebhook", "application/json"), "id", hook.(map[string]any)["id"],
+			"status", "active", "statusReason", nil, "createdAt", hook.(map[string]any)["createdAt"], "secret", ex.response("createWebhook", 201).(map[string]any)["secret"]),
+			ex.response("createWebhook", 201)},
+		{"getWebhook returns createWebhook's subscription without its secret", withoutField(ex.response("createWebhook", 201), "secret"), hook},
+		{"listWebhooks lists that subscription, of its status example", []any{withFields(hook, "status", ex.parameter("listWebhooks", "status"))}, ex.response("listWebhooks", 200)},
+		{"getWebhook and the others ask for that subscription", hook.(map[string]any)["id"], ex.parameter("getWebhook", "webhookId")},
+		{"updateWebhook answers getWebhook's subscription with the patch applied (RFC 7396)", ex.response("updateWebhook", 200), mergePatch(hook, ex.request("updateWebhook", "application/merge-patch+json"))},
+		{"updateWebhook's two media types carry the same patch", ex.request("updateWebhook", "application/merge-patch+json"), ex.request("updateWebhook", "application/json")},
+		{"rotateWebhookSecret answers the subscription with a new secret", withFields(hook, "secret", ex.response("rotateWebhookSecret", 200).(map[string]any)["secret"]), ex.response("rotateWebhookSecret", 200)},
+		{"the rotated secret is another one", false, cmp.Equal(ex.response("rotateWebhookSecret", 200).(map[string]any)["secret"], ex.response("createWebhook", 201).(map[string]any)["secret"])},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -226,6 +237,13 @@ func withFields(v any, fields ...any) any {
 	for i := 0; i < len(fields); i += 2 {
 		out[fields[i].(string)] = fields[i+1]
 	}
+	return out
+}
+
+// withoutField returns a copy of the JSON object v without the field name.
+func withoutField(v any, name string) any {
+	out := maps.Clone(v.(map[string]any))
+	delete(out, name)
 	return out
 }
 

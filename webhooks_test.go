@@ -853,3 +853,71 @@ func TestWebhookDeliveryCutBySIGKILLIsSentAgain(t *testing.T) {
 		return len(listAll[deliveryJSON](t, second.URL, "/v1/webhooks/1/deliveries", nil, nil)) == 1
 	})
 }
+
+func TestWebhookRetrySchedule(t *testing.T) {
+	d := &dispatcher{cfg: webhookConfig{backoff: 5 * time.Second}}
+	for _, c := range []struct {
+		rule       string
+		attempt    int
+		retryAfter time.Duration
+		low, high  time.Duration
+	}{
+		{"the first retry waits the backoff, less up to a fifth", 1, 0, 4 * time.Second, 5 * time.Second},
+		{"each failure doubles it", 2, 0, 8 * time.Second, 10 * time.Second},
+		{"the tenth failure waits 2560 s", 10, 0, 2048 * time.Second, 2560 * time.Second},
+		{"the delay is capped at 1 hour", 11, 0, 48 * time.Minute, time.Hour},
+		{"and stays capped", 40, 0, 48 * time.Minute, time.Hour},
+		{"a Retry-After is honoured as it is", 1, 90 * time.Second, 90 * time.Second, 90 * time.Second},
+		{"a Retry-After is capped at 1 hour", 1, 5 * time.Hour, time.Hour, time.Hour},
+	} {
+		t.Run(c.rule, func(t *testing.T) {
+			for range 100 {
+				if got := d.delay(c.attempt, c.retryAfter); got < c.low || got > c.high {
+					t.Fatalf("delay(%d, %v) = %v, want within [%v, %v]", c.attempt, c.retryAfter, got, c.low, c.high)
+				}
+			}
+		})
+	}
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		rule, value string
+		want        time.Duration
+	}{
+		{"seconds", "120", 2 * time.Minute},
+		{"an HTTP date", now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second},
+		{"a date in the past is none", now.Add(-time.Minute).Format(http.TimeFormat), 0},
+		{"garbage is none", "soon", 0},
+		{"a huge number is capped", "99999999999", time.Hour},
+	} {
+		t.Run("Retry-After: "+c.rule, func(t *testing.T) {
+			if got := parseRetryAfter(c.value, now); got != c.want {
+				t.Errorf("parseRetryAfter(%q) = %v, want %v", c.value, got, c.want)
+			}
+		})
+	}
+}
+
+func TestWebhookHonoursRetryAfter(t *testing.T) {
+	ts := newTestServer(t)
+	startDispatcher(t, ts, fastWebhooks)
+	rc := newReceiver(t)
+	rc.setAnswer(func(n int, _ *http.Request, w http.ResponseWriter) int {
+		if n == 1 {
+			w.Header().Set("Retry-After", "3600")
+			return http.StatusTooManyRequests
+		}
+		return http.StatusOK
+	})
+	sub := subscribe(t, ts, fmt.Sprintf(`{"url": %q}`, rc.srv.URL))
+	ts.createPet(t, "Rex", 1, "")
+	eventually(t, "the 429 recorded", func() bool { return len(deliveriesOf(t, ts, sub.ID)) == 1 })
+	d := deliveriesOf(t, ts, sub.ID)[0]
+	started, _ := time.Parse(time.RFC3339Nano, d.StartedAt)
+	if d.NextAttemptAt == nil {
+		t.Fatalf("no next attempt after a 429: %+v", d)
+	}
+	next, _ := time.Parse(time.RFC3339Nano, *d.NextAttemptAt)
+	if wait := next.Sub(started); wait < 59*time.Minute || wait > 61*time.Minute {
+		t.Errorf("next attempt %v after the start, want the Retry-After's hour", wait)
+	}
+}
