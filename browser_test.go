@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -212,7 +213,13 @@ func documentedOperations(t *testing.T, base string) []shownOperation {
 		return fmt.Sprint(p["in"], " ", p["name"])
 	}
 	var ops []shownOperation
-	paths, _ := doc["paths"].(map[string]any)
+	// The webhooks section (what a receiver gets) is shown as operations
+	// too, named by their key where a path would be.
+	paths := map[string]any{}
+	for _, section := range []string{"paths", "webhooks"} {
+		items, _ := doc[section].(map[string]any)
+		maps.Copy(paths, items)
+	}
 	for path, item := range paths {
 		item := resolve(item)
 		var pathParams []string
