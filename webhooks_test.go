@@ -453,6 +453,12 @@ func TestWebhookPauseAndResume(t *testing.T) {
 	if res := ts.do(t, "PATCH", webhookPath(sub.ID), `{"status":"paused"}`, nil); res.Status != http.StatusOK {
 		t.Fatalf("pause: %d %s", res.Status, res.Body)
 	}
+	// The delivery stops by itself and frees its lease: from then on,
+	// nothing is sent.
+	eventually(t, "the delivery stopped", func() bool {
+		w, err := ts.Store.getWebhook(t.Context(), sub.ID)
+		return err == nil && w.leaseOwner == ""
+	})
 	for _, name := range []string{"two", "three", "four"} {
 		ts.createPet(t, name, 1, "")
 	}
