@@ -927,3 +927,55 @@ func TestWebhookHonoursRetryAfter(t *testing.T) {
 		t.Errorf("next attempt %v after the start, want the Retry-After's hour", wait)
 	}
 }
+
+func TestWebhookAnswersThatFailTheAttempt(t *testing.T) {
+	ts := newTestServer(t)
+	startDispatcher(t, ts, fastWebhooks)
+	for _, c := range []struct {
+		rule   string
+		answer func(w http.ResponseWriter) int
+		status int // 0: none recorded
+		error  string
+	}{
+		{"a redirect is not followed", func(w http.ResponseWriter) int {
+			w.Header().Set("Location", "http://127.0.0.1:1/elsewhere")
+			return http.StatusFound
+		}, http.StatusFound, "redirect not followed: the receiver answered 302 to http://127.0.0.1:1/elsewhere"},
+		{"a header block over 16 KiB is refused", func(w http.ResponseWriter) int {
+			w.Header().Set("X-Padding", strings.Repeat("x", 20<<10))
+			return http.StatusOK
+		}, 0, "the answer's headers are larger than 16 KiB"},
+		{"another status is a failure with no error text", func(w http.ResponseWriter) int {
+			return http.StatusBadRequest
+		}, http.StatusBadRequest, ""},
+	} {
+		t.Run(c.rule, func(t *testing.T) {
+			rc := newReceiver(t)
+			rc.setAnswer(func(n int, _ *http.Request, w http.ResponseWriter) int {
+				if n == 1 {
+					return c.answer(w)
+				}
+				return http.StatusOK
+			})
+			sub := subscribe(t, ts, fmt.Sprintf(`{"url": %q}`, rc.srv.URL))
+			ts.createPet(t, "Rex", 1, "")
+			eventually(t, "the retry delivered", func() bool { return len(deliveriesOf(t, ts, sub.ID)) == 2 })
+			d := deliveriesOf(t, ts, sub.ID)
+			first := d[1]
+			gotStatus, gotError := 0, ""
+			if first.StatusCode != nil {
+				gotStatus = *first.StatusCode
+			}
+			if first.Error != nil {
+				gotError = *first.Error
+			}
+			if gotStatus != c.status || gotError != c.error || first.NextAttemptAt == nil {
+				t.Errorf("first attempt = status %d, error %q, next %v; want status %d, error %q and a next attempt", gotStatus, gotError, first.NextAttemptAt, c.status, c.error)
+			}
+			if n := len(rc.requests()); n != 2 {
+				t.Errorf("the receiver got %d requests, want 2 (nothing followed the redirect)", n)
+			}
+			ts.do(t, "DELETE", webhookPath(sub.ID), "", nil)
+		})
+	}
+}
