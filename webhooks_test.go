@@ -7,11 +7,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -978,4 +980,61 @@ func TestWebhookAnswersThatFailTheAttempt(t *testing.T) {
 			ts.do(t, "DELETE", webhookPath(sub.ID), "", nil)
 		})
 	}
+}
+
+// verify is docs/webhooks.md's verification example, word for word
+// (TestWebhookVerificationExampleIsTheDocs holds the two together).
+func verify(secret string, h http.Header, body []byte) bool {
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%s.%s", h.Get("webhook-id"), h.Get("webhook-timestamp"), body)
+	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	ts, err := strconv.ParseInt(h.Get("webhook-timestamp"), 10, 64)
+	fresh := err == nil && time.Since(time.Unix(ts, 0)).Abs() < 5*time.Minute
+	return fresh && slices.ContainsFunc(strings.Fields(h.Get("webhook-signature")),
+		func(s string) bool { return hmac.Equal([]byte(s), []byte(want)) })
+}
+
+func TestWebhookVerificationExampleIsTheDocs(t *testing.T) {
+	doc, err := os.ReadFile("docs/webhooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("webhooks_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "```go\n")
+	block, _, _ = strings.Cut(block, "```")
+	_, fn, _ := strings.Cut(string(src), "\nfunc verify(")
+	fn, _, _ = strings.Cut(fn, "\n}\n")
+	if want := "func verify(" + fn + "\n}\n"; block != want {
+		t.Errorf("docs/webhooks.md's example is not verify in webhooks_test.go:\n%s\nwant:\n%s", block, want)
+	}
+
+	t.Run("it accepts a real delivery, and refuses a changed one", func(t *testing.T) {
+		ts := newTestServer(t)
+		startDispatcher(t, ts, fastWebhooks)
+		var mu sync.Mutex
+		var verdicts []bool
+		rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			defer mu.Unlock()
+			secret := r.URL.Query().Get("secret") // the test's own shortcut
+			verdicts = append(verdicts, verify(secret, r.Header, body), verify(secret, r.Header, append(body, ' ')))
+		}))
+		defer rc.Close()
+		sub := subscribe(t, ts, fmt.Sprintf(`{"url": %q}`, rc.URL))
+		ts.do(t, "PATCH", webhookPath(sub.ID), fmt.Sprintf(`{"url": %q}`, rc.URL+"?secret="+url.QueryEscape(sub.Secret)), nil)
+		ts.createPet(t, "Rex", 1, "")
+		eventually(t, "the delivery verified", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(verdicts) == 2
+		})
+		if diff := cmp.Diff([]bool{true, false}, verdicts); diff != "" {
+			t.Errorf("verify of the delivery, then of a changed body, mismatch (-want +got):\n%s", diff)
+		}
+	})
 }
