@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -213,7 +214,13 @@ func documentedOperations(t *testing.T, base string) []shownOperation {
 		return fmt.Sprint(p["in"], " ", p["name"])
 	}
 	var ops []shownOperation
-	paths, _ := doc["paths"].(map[string]any)
+	// The webhooks section (what a receiver gets) is shown as operations
+	// too, named by their key where a path would be.
+	paths := map[string]any{}
+	for _, section := range []string{"paths", "webhooks"} {
+		items, _ := doc[section].(map[string]any)
+		maps.Copy(paths, items)
+	}
 	for path, item := range paths {
 		item := resolve(item)
 		var pathParams []string
@@ -483,7 +490,10 @@ func evaluate[T any](t *testing.T, b *browserTab, what string, action chromedp.A
 // waits on what the page shows, never on time.
 func (b *browserTab) poll(t *testing.T, what, condition string) {
 	t.Helper()
-	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](condition)); err != nil {
+	// No timeout of its own (chromedp's is 30 s): browserTimeout bounds the
+	// whole test, and unfolding every operation of the reference takes
+	// more than 30 s on a loaded machine.
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](condition, chromedp.WithPollingTimeout(0))); err != nil {
 		html, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.innerText`))
 		t.Fatalf("waiting for %s (%s): %v\npage text:\n%s", what, condition, err, abbreviateText(html, 4000))
 	}

@@ -46,6 +46,7 @@ type config struct {
 	maxConns          int // open connections at once; 0 in the flag means the default for the file limit
 	limits            limits
 	events            feedConfig
+	webhooks          webhookConfig
 
 	keys   keyring // loaded from apiKeys and apiKeysFile
 	secret []byte  // loaded from secretFile, or the file next to the database; nil while secretInDB
@@ -146,6 +147,11 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.events.retention, "events-retention", defaultEventsRetention, "how long events are kept in the change feed (GET /v1/events); a cursor older than that gets 410")
 	fs.DurationVar(&cfg.events.heartbeat, "events-heartbeat", defaultEventsHeartbeat, "silence after which an event stream sends a keep-alive comment (or a bookmark)")
 	fs.IntVar(&cfg.events.maxStreams, "events-max-streams", defaultEventsMaxStreams, "event streams one API key may hold open at once; past it, 429")
+	fs.DurationVar(&cfg.webhooks.backoff, "webhook-backoff", defaultWebhookBackoff, "first delay before a failed webhook delivery is tried again; it doubles at each failure, at most 1h, with jitter")
+	fs.DurationVar(&cfg.webhooks.giveUp, "webhook-give-up", defaultWebhookGiveUp, "how long after its first failure an event is retried before its subscription becomes failing")
+	fs.DurationVar(&cfg.webhooks.timeout, "webhook-timeout", defaultWebhookTimeout, "time a webhook receiver has to answer a delivery; slower is a failure")
+	fs.DurationVar(&cfg.webhooks.leaseTTL, "webhook-lease", defaultWebhookLease, "how long a replica holds a webhook subscription without renewing its lease; another replica takes over within this plus 1s of its death")
+	fs.BoolVar(&cfg.webhooks.allowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (local development and tests only)")
 	fs.Usage = func() { usage(fs) }
 	return fs
 }
@@ -280,6 +286,9 @@ func (cfg *config) check() error {
 		return err
 	}
 	if err := cfg.events.check(); err != nil {
+		return err
+	}
+	if err := cfg.webhooks.check(); err != nil {
 		return err
 	}
 	var secret []byte

@@ -124,6 +124,11 @@ type contractData struct {
 	// a ticket it issued then (using a ticket is a write, so it is 503
 	// whether or not the ticket has expired since).
 	readOnlyPet, readOnlyOrder, readOnlyTicket string
+
+	// Webhook subscriptions: one the rows read (and rotate), one the
+	// updateWebhook rows change, one the deleteWebhook row removes, and
+	// one on the read-only server.
+	webhook, webhookToPatch, webhookToDelete, readOnlyWebhook string
 }
 
 // seedContract stores contractData on the healthy server ts and on the
@@ -173,6 +178,12 @@ func seedContract(t *testing.T, ts, ro *testServer) contractData {
 	d.orderKeyedBody = `{"petId":` + pet(ts, "Keyed", "") + `}`
 	send(ts, "POST", "/v1/store/orders", d.orderKeyedBody, map[string]string{"Idempotency-Key": d.orderKey}, http.StatusCreated)
 
+	hook := `{"url":"https://example.com/hooks/petstore"}`
+	d.webhook = send(ts, "POST", "/v1/webhooks", hook, nil, http.StatusCreated)
+	d.webhookToPatch = send(ts, "POST", "/v1/webhooks", hook, nil, http.StatusCreated)
+	d.webhookToDelete = send(ts, "POST", "/v1/webhooks", hook, nil, http.StatusCreated)
+	d.readOnlyWebhook = send(ro, "POST", "/v1/webhooks", hook, nil, http.StatusCreated)
+
 	d.readOnlyPet = pet(ro, "Rex", "")
 	d.readOnlyOrder = order(ro, pet(ro, "Tom", ""))
 	d.readOnlyTicket = newTicket(t, ro.URL)
@@ -188,6 +199,7 @@ func seedContract(t *testing.T, ts, ro *testServer) contractData {
 func contractTable(etag string, d contractData) []contractCase {
 	noKey := map[string]string{"Authorization": ""}
 	wrongKey := map[string]string{"Authorization": "Bearer not-a-key"}
+	narrowWebhooks := map[string]string{"Authorization": "Bearer " + otherTestKey} // on serverNarrowKey: events:read only
 	mergePatch := map[string]string{"Content-Type": "application/merge-patch+json"}
 	jsonPatch := map[string]string{"Content-Type": "application/json-patch+json"}
 	textPlain := map[string]string{"Content-Type": "text/plain"}
@@ -457,6 +469,84 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "the metrics with a key lacking *", server: serverNarrowKey, method: "GET", path: "/metrics", status: 403},
 		{rule: "listEvents with a key lacking events:read", server: serverNarrowKey, method: "GET", path: "/v1/events", status: 403},
 		{rule: "createEventTicket with a key lacking events:read", server: serverNarrowKey, method: "POST", path: "/v1/events/tickets", status: 403},
+		{rule: "listWebhooks with a key lacking webhooks:write", server: serverNarrowKey, method: "GET", path: "/v1/webhooks", header: narrowWebhooks, status: 403},
+		{rule: "createWebhook with a key lacking webhooks:write", server: serverNarrowKey, method: "POST", path: "/v1/webhooks", body: `{"url":"https://192.0.2.10/hook"}`, header: narrowWebhooks, status: 403},
+		{rule: "getWebhook with a key lacking webhooks:write", server: serverNarrowKey, method: "GET", path: "/v1/webhooks/1", header: narrowWebhooks, status: 403},
+		{rule: "updateWebhook with a key lacking webhooks:write", server: serverNarrowKey, method: "PATCH", path: "/v1/webhooks/1", body: `{"status":"paused"}`, header: narrowWebhooks, status: 403},
+		{rule: "deleteWebhook with a key lacking webhooks:write", server: serverNarrowKey, method: "DELETE", path: "/v1/webhooks/1", header: narrowWebhooks, status: 403},
+		{rule: "rotateWebhookSecret with a key lacking webhooks:write", server: serverNarrowKey, method: "POST", path: "/v1/webhooks/1/secret", header: narrowWebhooks, status: 403},
+		{rule: "listWebhookDeliveries with a key lacking webhooks:write", server: serverNarrowKey, method: "GET", path: "/v1/webhooks/1/deliveries", header: narrowWebhooks, status: 403},
+		// listWebhooks
+		{rule: "a page of subscriptions with more after it", method: "GET", path: "/v1/webhooks?limit=1", status: 200},
+		{rule: "the last page of subscriptions, of a status", method: "GET", path: "/v1/webhooks?status=active&after=1", status: 200},
+		{rule: "listWebhooks: limit below 1", method: "GET", path: "/v1/webhooks?limit=0", status: 400, breaksDocument: true},
+		{rule: "listWebhooks: status not a WebhookStatus", method: "GET", path: "/v1/webhooks?status=dead", status: 400, breaksDocument: true},
+		{rule: "listWebhooks with a wrong key", method: "GET", path: "/v1/webhooks", header: wrongKey, status: 401},
+		{rule: "listWebhooks over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/webhooks", status: 429},
+		{rule: "listWebhooks when the database fails", server: serverDBClosed, method: "GET", path: "/v1/webhooks", status: 500},
+
+		// createWebhook
+		{rule: "a minimal NewWebhook", method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.com/a"}`, status: 201},
+		{rule: "a NewWebhook with every field", method: "POST", path: "/v1/webhooks", body: `{"url":"http://example.com:8080/b?token=x","types":["pet.*","order.placed"],"description":"stock sheet"}`, status: 201},
+		{rule: "a NewWebhook without url", method: "POST", path: "/v1/webhooks", body: `{"types":["*"]}`, status: 400, breaksDocument: true},
+		{rule: "a webhook url with user info", method: "POST", path: "/v1/webhooks", body: `{"url":"https://user:pw@example.com/a"}`, status: 400, breaksDocument: true},
+		{rule: "a webhook url that is not http", method: "POST", path: "/v1/webhooks", body: `{"url":"ftp://example.com/a"}`, status: 400, breaksDocument: true},
+		{rule: "an unknown event type", method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.com/a","types":["pet.sold"]}`, status: 400, breaksDocument: true},
+		{rule: "createWebhook with a wrong key", method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.com/a"}`, header: wrongKey, status: 401},
+		{rule: "a NewWebhook over 1 MiB", method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.com/a"}` + strings.Repeat(" ", maxBodyBytes), status: 413},
+		{rule: "a NewWebhook that is not application/json", method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.com/a"}`, header: textPlain, status: 415, breaksDocument: true},
+		{rule: "createWebhook over the rate limit", server: serverRateLimited, method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.com/a"}`, status: 429},
+		{rule: "createWebhook when the database fails", server: serverDBClosed, method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.com/a"}`, status: 500},
+		{rule: "createWebhook when the disk cannot be written", server: serverReadOnly, method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.com/a"}`, status: 503},
+
+		// getWebhook
+		{rule: "a subscription", method: "GET", path: "/v1/webhooks/" + d.webhook, status: 200},
+		{rule: "getWebhook with two Authorization headers, which the schema cannot refuse", method: "GET", path: "/v1/webhooks/" + d.webhook, secondAuthorization: twice, status: 400},
+		{rule: "getWebhook with a wrong key", method: "GET", path: "/v1/webhooks/" + d.webhook, header: wrongKey, status: 401},
+		{rule: "no such subscription", method: "GET", path: "/v1/webhooks/999999", status: 404},
+		{rule: "a webhookId that cannot exist", method: "GET", path: "/v1/webhooks/0", status: 404, breaksDocument: true},
+		{rule: "getWebhook over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/webhooks/1", status: 429},
+		{rule: "getWebhook when the database fails", server: serverDBClosed, method: "GET", path: "/v1/webhooks/1", status: 500},
+
+		// updateWebhook
+		{rule: "a subscription paused with a merge patch", method: "PATCH", path: "/v1/webhooks/" + d.webhookToPatch, body: `{"status":"paused","description":null}`, header: mergePatch, status: 200},
+		{rule: "a subscription resumed, its types and url changed, as JSON", method: "PATCH", path: "/v1/webhooks/" + d.webhookToPatch,
+			body: `{"status":"active","types":["order.*"],"url":"https://example.com/c"}`, status: 200},
+		{rule: "a subscription cannot be set failing", method: "PATCH", path: "/v1/webhooks/" + d.webhookToPatch, body: `{"status":"failing"}`, status: 400, breaksDocument: true},
+		{rule: "updateWebhook with a wrong key", method: "PATCH", path: "/v1/webhooks/" + d.webhookToPatch, body: `{"status":"paused"}`, header: wrongKey, status: 401},
+		{rule: "updateWebhook: no such subscription", method: "PATCH", path: "/v1/webhooks/999999", body: `{"status":"paused"}`, status: 404},
+		{rule: "a WebhookPatch over 1 MiB", method: "PATCH", path: "/v1/webhooks/" + d.webhookToPatch, body: `{"status":"paused"}` + strings.Repeat(" ", maxBodyBytes), status: 413},
+		{rule: "a JSON Patch for a subscription", method: "PATCH", path: "/v1/webhooks/" + d.webhookToPatch, body: `[]`, header: jsonPatch, status: 415, breaksDocument: true},
+		{rule: "updateWebhook over the rate limit", server: serverRateLimited, method: "PATCH", path: "/v1/webhooks/1", body: `{"status":"paused"}`, status: 429},
+		{rule: "updateWebhook when the database fails", server: serverDBClosed, method: "PATCH", path: "/v1/webhooks/1", body: `{"status":"paused"}`, status: 500},
+		{rule: "updateWebhook when the disk cannot be written", server: serverReadOnly, method: "PATCH", path: "/v1/webhooks/" + d.readOnlyWebhook, body: `{"status":"paused"}`, status: 503},
+
+		// deleteWebhook
+		{rule: "a subscription deleted", method: "DELETE", path: "/v1/webhooks/" + d.webhookToDelete, status: 204},
+		{rule: "deleteWebhook with two Authorization headers, which the schema cannot refuse", method: "DELETE", path: "/v1/webhooks/" + d.webhook, secondAuthorization: twice, status: 400},
+		{rule: "deleteWebhook with a wrong key", method: "DELETE", path: "/v1/webhooks/" + d.webhook, header: wrongKey, status: 401},
+		{rule: "deleteWebhook: no such subscription", method: "DELETE", path: "/v1/webhooks/999999", status: 404},
+		{rule: "deleteWebhook over the rate limit", server: serverRateLimited, method: "DELETE", path: "/v1/webhooks/1", status: 429},
+		{rule: "deleteWebhook when the database fails", server: serverDBClosed, method: "DELETE", path: "/v1/webhooks/1", status: 500},
+		{rule: "deleteWebhook when the disk cannot be written", server: serverReadOnly, method: "DELETE", path: "/v1/webhooks/" + d.readOnlyWebhook, status: 503},
+
+		// rotateWebhookSecret
+		{rule: "a secret rotated", method: "POST", path: "/v1/webhooks/" + d.webhook + "/secret", status: 200},
+		{rule: "rotateWebhookSecret with two Authorization headers, which the schema cannot refuse", method: "POST", path: "/v1/webhooks/" + d.webhook + "/secret", secondAuthorization: twice, status: 400},
+		{rule: "rotateWebhookSecret with a wrong key", method: "POST", path: "/v1/webhooks/" + d.webhook + "/secret", header: wrongKey, status: 401},
+		{rule: "rotateWebhookSecret: no such subscription", method: "POST", path: "/v1/webhooks/999999/secret", status: 404},
+		{rule: "rotateWebhookSecret over the rate limit", server: serverRateLimited, method: "POST", path: "/v1/webhooks/1/secret", status: 429},
+		{rule: "rotateWebhookSecret when the database fails", server: serverDBClosed, method: "POST", path: "/v1/webhooks/1/secret", status: 500},
+		{rule: "rotateWebhookSecret when the disk cannot be written", server: serverReadOnly, method: "POST", path: "/v1/webhooks/" + d.readOnlyWebhook + "/secret", status: 503},
+
+		// listWebhookDeliveries
+		{rule: "a subscription's delivery log", method: "GET", path: "/v1/webhooks/" + d.webhook + "/deliveries?limit=5&before=100", status: 200},
+		{rule: "listWebhookDeliveries: limit above 100", method: "GET", path: "/v1/webhooks/" + d.webhook + "/deliveries?limit=101", status: 400, breaksDocument: true},
+		{rule: "listWebhookDeliveries: an unknown parameter, which the schema cannot refuse", method: "GET", path: "/v1/webhooks/" + d.webhook + "/deliveries?after=1", status: 400},
+		{rule: "listWebhookDeliveries with a wrong key", method: "GET", path: "/v1/webhooks/" + d.webhook + "/deliveries", header: wrongKey, status: 401},
+		{rule: "listWebhookDeliveries: no such subscription", method: "GET", path: "/v1/webhooks/999999/deliveries", status: 404},
+		{rule: "listWebhookDeliveries over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/webhooks/1/deliveries", status: 429},
+		{rule: "listWebhookDeliveries when the database fails", server: serverDBClosed, method: "GET", path: "/v1/webhooks/1/deliveries", status: 500},
 
 		// getOpenAPIDocument
 		{rule: "the document, without a key", method: "GET", path: "/v1/openapi.json", header: noKey, status: 200},
@@ -699,7 +789,10 @@ func TestContract(t *testing.T) {
 	}
 	full := newTestServer(t, withFeed(feedConfig{heartbeat: defaultEventsHeartbeat, retention: defaultEventsRetention, maxStreams: 1}))
 	holdStreams(t, full, 1)
-	narrow := newServerWithKeyFile(t, testKey+" narrow scopes=webhooks:write\n", time.Now)
+	// The test key there holds only webhooks:write, which no other
+	// operation needs; the second key only events:read, which no webhook
+	// operation needs.
+	narrow := newServerWithKeyFile(t, testKey+" narrow scopes=webhooks:write\n"+otherTestKey+" narrow2 scopes=events:read\n", time.Now)
 	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL,
 		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverThrottled: throttled.URL,
 		serverPruned: prunedServer(t).URL, serverStreamsFull: full.URL, serverNarrowKey: narrow.URL}

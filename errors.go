@@ -108,6 +108,9 @@ func apiErrorOf(err error) *apiError {
 	if rf, ok := errors.AsType[*refusal](err); ok {
 		return refusalError(rf)
 	}
+	if wl, ok := errors.AsType[*webhookLimitError](err); ok {
+		return errorf(codeInvalidBody, "%d webhook subscriptions exist, the most the service keeps (all keys together); delete one (DELETE /v1/webhooks/{id}) before adding another", wl.max)
+	}
 	switch {
 	case errors.Is(err, errUnwritable):
 		return errorf(codeUnavailable, "the change was not stored: the database cannot be written right now (disk full or read-only storage); reads still work; retry later")

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +95,19 @@ func TestEachOperationNeedsItsScope(t *testing.T) {
 		return decode[Order](t, ts.do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, newPet()), admin)).ID
 	}
 	pet, order := newPet(), newOrder()
+	// Subscriptions point at a documentation address, which the outbound
+	// guard refuses before any packet is sent.
+	newHook := func() int64 {
+		t.Helper()
+		var h struct {
+			ID int64 `json:"id"`
+		}
+		if err := json.Unmarshal(ts.do(t, "POST", "/v1/webhooks", `{"url":"https://192.0.2.10/hook"}`, admin).Body, &h); err != nil || h.ID == 0 {
+			t.Fatalf("create a subscription: %v", err)
+		}
+		return h.ID
+	}
+	hook := newHook()
 	// Each operation is called with a fresh target where a call changes
 	// it: a pet removed, a pet ordered or an order delivered is gone for
 	// the next call.
@@ -118,6 +132,23 @@ func TestEachOperationNeedsItsScope(t *testing.T) {
 		"getMetrics":        {scopeAll, func() (string, string, string) { return "GET", "/metrics", "" }},
 		"listEvents":        {scopeEventsRead, func() (string, string, string) { return "GET", "/v1/events", "" }},
 		"createEventTicket": {scopeEventsRead, func() (string, string, string) { return "POST", "/v1/events/tickets", "" }},
+		"createWebhook": {scopeWebhooksWrite, func() (string, string, string) {
+			return "POST", "/v1/webhooks", `{"url":"https://192.0.2.10/hook"}`
+		}},
+		"listWebhooks": {scopeWebhooksWrite, func() (string, string, string) { return "GET", "/v1/webhooks", "" }},
+		"getWebhook":   {scopeWebhooksWrite, func() (string, string, string) { return "GET", fmt.Sprintf("/v1/webhooks/%d", hook), "" }},
+		"updateWebhook": {scopeWebhooksWrite, func() (string, string, string) {
+			return "PATCH", fmt.Sprintf("/v1/webhooks/%d", hook), `{"description":"changed"}`
+		}},
+		"deleteWebhook": {scopeWebhooksWrite, func() (string, string, string) {
+			return "DELETE", fmt.Sprintf("/v1/webhooks/%d", newHook()), ""
+		}},
+		"rotateWebhookSecret": {scopeWebhooksWrite, func() (string, string, string) {
+			return "POST", fmt.Sprintf("/v1/webhooks/%d/secret", hook), ""
+		}},
+		"listWebhookDeliveries": {scopeWebhooksWrite, func() (string, string, string) {
+			return "GET", fmt.Sprintf("/v1/webhooks/%d/deliveries", hook), ""
+		}},
 	}
 	for _, rt := range routeTable(t) {
 		if rt.scope == noKey {
@@ -141,6 +172,12 @@ func TestEachOperationNeedsItsScope(t *testing.T) {
 			t.Run(fmt.Sprintf("%s with %s", rt.operation, key), func(t *testing.T) {
 				method, path, body := op.call()
 				res := ts.do(t, method, path, body, bearer(key))
+				if allowed && rt.operation == "createWebhook" && !held.has(scopePetsRead) && !held.has(scopeOrdersRead) {
+					// Past the scope check, a subscription is refused
+					// when its key may read no event it would deliver.
+					wantError(t, res, http.StatusBadRequest, codeInvalidField, "may read none")
+					return
+				}
 				if allowed {
 					if res.Status >= 300 {
 						t.Errorf("%s %s: status %d, want 2xx (the key's scopes grant %s); body %s", method, path, res.Status, rt.scope, res.Body)

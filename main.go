@@ -165,6 +165,15 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	})
 
 	m := newMetrics(st)
+	// Webhooks are delivered until the service stops, and waited for
+	// before the deferred st.Close.
+	hooks := newDispatcher(log, st, cfg.webhooks, ln.Addr(), time.Now)
+	m.registry.MustRegister(hooks.collectors()...)
+	hooksCtx, stopHooks := context.WithCancel(ctx)
+	var delivering sync.WaitGroup
+	defer delivering.Wait()
+	defer stopHooks()
+	delivering.Go(func() { hooks.run(hooksCtx) })
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
 	events := newFeed(log, st, cfg.events, time.Now)
@@ -410,6 +419,13 @@ func routes(log *slog.Logger, st *store, m *metrics, events *feed, idem *idempot
 		{"PATCH /v1/store/orders/{orderId}", "updateOrder", scopeOrdersWrite, handleUpdateOrder(log, st, now, m.orderChanged), nil, false},
 		{"GET /v1/events", "listEvents", scopeEventsRead, events.handleListEvents(), nil, true},
 		{"POST /v1/events/tickets", "createEventTicket", scopeEventsRead, events.handleCreateTicket(), nil, false},
+		{"POST /v1/webhooks", "createWebhook", scopeWebhooksWrite, handleCreateWebhook(log, st, now), nil, false},
+		{"GET /v1/webhooks", "listWebhooks", scopeWebhooksWrite, handleListWebhooks(log, st), nil, false},
+		{"GET /v1/webhooks/{webhookId}", "getWebhook", scopeWebhooksWrite, handleGetWebhook(log, st), nil, false},
+		{"PATCH /v1/webhooks/{webhookId}", "updateWebhook", scopeWebhooksWrite, handleUpdateWebhook(log, st), nil, false},
+		{"DELETE /v1/webhooks/{webhookId}", "deleteWebhook", scopeWebhooksWrite, handleDeleteWebhook(log, st), nil, false},
+		{"POST /v1/webhooks/{webhookId}/secret", "rotateWebhookSecret", scopeWebhooksWrite, handleRotateWebhookSecret(log, st, now), nil, false},
+		{"GET /v1/webhooks/{webhookId}/deliveries", "listWebhookDeliveries", scopeWebhooksWrite, handleListWebhookDeliveries(log, st), nil, false},
 		{"GET /v1/openapi.json", "getOpenAPIDocument", noKey, handleOpenAPIDocument(openapiDocument), nil, false},
 		{"GET /docs", "", noKey, handleReferencePage(log, reference), nil, false},
 		{"GET /docs/{version}/{file}", "", noKey, handleReferenceFile(log, reference), nil, false},

@@ -123,6 +123,7 @@ func TestOpenAPIExamples(t *testing.T) {
 	order := ex.response("placeOrder", 201)
 	listed := ex.response("listPets", 200).([]any)
 	events := ex.response("listEvents", 200).([]any)
+	hook := ex.response("getWebhook", 200)
 	listedIDs := map[any]bool{}
 	for _, p := range listed {
 		listedIDs[p.(map[string]any)["id"]] = true
@@ -161,6 +162,16 @@ func TestOpenAPIExamples(t *testing.T) {
 		{"listEvents' stream example carries the events of its JSON example", events, streamExampleEvents(t, ex)},
 		{"createEventTicket's ticket expires 60 s after the order was delivered, the story's last instant",
 			mustTimestamp(t, ex.response("updateOrder", 200), "updatedAt").Add(ticketTTL), mustTimestamp(t, ex.response("createEventTicket", 201), "expiresAt")},
+		{"createWebhook answers its request, active, with an id and a secret", withFields(ex.request("createWebhook", "application/json"), "id", hook.(map[string]any)["id"],
+			"status", "active", "statusReason", nil, "createdAt", hook.(map[string]any)["createdAt"], "secret", ex.response("createWebhook", 201).(map[string]any)["secret"]),
+			ex.response("createWebhook", 201)},
+		{"getWebhook returns createWebhook's subscription without its secret", withoutField(ex.response("createWebhook", 201), "secret"), hook},
+		{"listWebhooks lists that subscription, of its status example", []any{withFields(hook, "status", ex.parameter("listWebhooks", "status"))}, ex.response("listWebhooks", 200)},
+		{"getWebhook and the others ask for that subscription", hook.(map[string]any)["id"], ex.parameter("getWebhook", "webhookId")},
+		{"updateWebhook answers getWebhook's subscription with the patch applied (RFC 7396)", ex.response("updateWebhook", 200), mergePatch(hook, ex.request("updateWebhook", "application/merge-patch+json"))},
+		{"updateWebhook's two media types carry the same patch", ex.request("updateWebhook", "application/merge-patch+json"), ex.request("updateWebhook", "application/json")},
+		{"rotateWebhookSecret answers the subscription with a new secret", withFields(hook, "secret", ex.response("rotateWebhookSecret", 200).(map[string]any)["secret"]), ex.response("rotateWebhookSecret", 200)},
+		{"the rotated secret is another one", false, cmp.Equal(ex.response("rotateWebhookSecret", 200).(map[string]any)["secret"], ex.response("createWebhook", 201).(map[string]any)["secret"])},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -251,6 +262,13 @@ func withFields(v any, fields ...any) any {
 	for i := 0; i < len(fields); i += 2 {
 		out[fields[i].(string)] = fields[i+1]
 	}
+	return out
+}
+
+// withoutField returns a copy of the JSON object v without the field name.
+func withoutField(v any, name string) any {
+	out := maps.Clone(v.(map[string]any))
+	delete(out, name)
 	return out
 }
 
@@ -623,6 +641,7 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 		{site: component("PlaceOrderConflict"), ts: placed, method: "POST", path: "/v1/store/orders", body: `{"petId":2}`},
 		{site: component("PlaceOrderUnprocessable"), ts: placed, method: "POST", path: "/v1/store/orders", body: `{"petId":9}`},
 		{site: component("OrderNotFound"), ts: placed, method: "GET", path: "/v1/store/orders/9"},
+		{site: component("WebhookNotFound"), ts: placed, method: "GET", path: "/v1/webhooks/9"},
 		{site: component("InvalidTransition"), ts: delivered, method: "PATCH", path: "/v1/store/orders/1", body: `{"status":"cancelled"}`},
 		{site: component("RateLimited"), ts: limited, method: "GET", path: "/v1/pets"},
 		{site: component("Internal"), ts: broken, method: "GET", path: "/v1/pets"},
@@ -647,7 +666,14 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 	}
 	// Each operation's 403 names its scope: a key holding only
 	// webhooks:write, which no operation of the document needs, gets them all.
-	narrow := newServerWithKeyFile(t, testKey+" narrow scopes=webhooks:write\n", time.Now)
+	narrow := newServerWithKeyFile(t, testKey+" narrow scopes=webhooks:write\n"+otherTestKey+" narrow2 scopes=events:read\n", time.Now)
+	narrowWebhooks := map[string]string{"Authorization": "Bearer " + otherTestKey} // events:read only
+	headerFor := func(path string) map[string]string {
+		if strings.HasPrefix(path, "/v1/webhooks") {
+			return narrowWebhooks
+		}
+		return nil
+	}
 	for _, op := range []struct{ site, method, path, body string }{
 		{"listPets (GET /pets)", "GET", "/v1/pets", ""},
 		{"createPet (POST /pets)", "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`},
@@ -661,6 +687,13 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 		{"getMetrics (GET /metrics)", "GET", "/metrics", ""},
 		{"listEvents (GET /events)", "GET", "/v1/events", ""},
 		{"createEventTicket (POST /events/tickets)", "POST", "/v1/events/tickets", ""},
+		{"listWebhooks (GET /webhooks)", "GET", "/v1/webhooks", ""},
+		{"createWebhook (POST /webhooks)", "POST", "/v1/webhooks", `{"url":"https://192.0.2.10/hook"}`},
+		{"getWebhook (GET /webhooks/{webhookId})", "GET", "/v1/webhooks/1", ""},
+		{"updateWebhook (PATCH /webhooks/{webhookId})", "PATCH", "/v1/webhooks/1", `{"status":"paused"}`},
+		{"deleteWebhook (DELETE /webhooks/{webhookId})", "DELETE", "/v1/webhooks/1", ""},
+		{"rotateWebhookSecret (POST /webhooks/{webhookId}/secret)", "POST", "/v1/webhooks/1/secret", ""},
+		{"listWebhookDeliveries (GET /webhooks/{webhookId}/deliveries)", "GET", "/v1/webhooks/1/deliveries", ""},
 	} {
 		tests = append(tests, struct {
 			site   string
@@ -670,7 +703,7 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 			body   string
 			header map[string]string
 			twice  bool
-		}{site: op.site + " 403 application/json", ts: narrow, method: op.method, path: op.path, body: op.body})
+		}{site: op.site + " 403 application/json", ts: narrow, method: op.method, path: op.path, body: op.body, header: headerFor(op.path)})
 	}
 	var covered []string
 	for _, tt := range tests {

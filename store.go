@@ -101,12 +101,13 @@ type store struct {
 
 	// The prepared statements, declared by each concern's file with the
 	// SQL they run.
-	petStmts   petStatements
-	orderStmts orderStatements
-	eventStmts eventStatements
-	idemStmts  idempotencyStatements
-	writeStmts writeStatements
-	prepared   []*sql.Stmt // every statement above, to close
+	petStmts     petStatements
+	orderStmts   orderStatements
+	eventStmts   eventStatements
+	idemStmts    idempotencyStatements
+	writeStmts   writeStatements
+	webhookStmts webhookStatements
+	prepared     []*sql.Stmt // every statement above, to close
 
 	// schemaFrom is the schema version the database had when opened, and
 	// schemaVersion the one it has now (see migrate).
@@ -241,7 +242,7 @@ type statement struct {
 // write.go).
 func (s *store) prepare(ctx context.Context) error {
 	for _, st := range slices.Concat(s.petStmts.statements(s), s.orderStmts.statements(s), s.eventStmts.statements(s),
-		s.idemStmts.statements(s), s.writeStmts.statements(s)) {
+		s.idemStmts.statements(s), s.writeStmts.statements(s), s.webhookStmts.statements(s)) {
 		stmt, err := st.db.PrepareContext(ctx, s.dialect.sql(st.query))
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", st.query, err)

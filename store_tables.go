@@ -39,6 +39,8 @@ var tables = []tableSpec{
 	{name: "event_marks", columns: []string{"one", "pruned_through"}, singleton: true, noun: "prune marks"},
 	{name: "event_tickets", notCopied: "single-use stream tickets that live 60 s: a client asks the destination for a new one"},
 	{name: "key_identity_secret", notCopied: "the destination's own: on PostgreSQL its replicas key identities with it, and SQLite keeps its secret in a file (copying an empty SQLite table would wipe PostgreSQL's)"},
+	{name: "webhooks", notCopied: "a subscription's secret and delivery state (its lease, retries) belong to the service that runs it: create the subscriptions again on the destination (docs/webhooks.md)"},
+	{name: "webhook_deliveries", notCopied: "the delivery log of the subscriptions, which are not copied"},
 	{name: "schema_migrations", notCopied: "the destination's own: opening it applies the migrations this binary has"},
 }
 
