@@ -9,7 +9,7 @@ import (
 
 // Events: every change the service commits is one event, derived from the
 // change's record (store_changes.go) in the transaction of the change. The
-// feed (feed.go) serves them in id order, which is commit order.
+// feed (events_feed.go) serves them in id order, which is commit order.
 
 // The event types.
 const (

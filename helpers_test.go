@@ -1262,7 +1262,7 @@ func keepReading(t *testing.T, servers []*testServer, paths ...string) (stop fun
 
 // sharedSecret is the secret file that the services a test starts on
 // PostgreSQL share when a test names none (replicas may share a file, or
-// read the secret the database keeps: see secret_test.go), written once per
+// read the secret the database keeps: see auth_secret_test.go), written once per
 // test binary.
 var sharedSecret struct {
 	once sync.Once

@@ -68,7 +68,7 @@ func placeOrder(now func() time.Time, placed func()) creator {
 }
 
 // handleListOrders serves listOrders: GET /v1/store/orders?limit=&status=&after=.
-// Pages are cached encoded (see cache.go).
+// Pages are cached encoded (see http_cache.go).
 func handleListOrders(log *slog.Logger, st *store) http.Handler {
 	return handleList(log, listOrdersSpec, st.responseCache(ordersResource, orderListSlots, orderListBytes),
 		func(ctx context.Context, q listQuery) (page[Order], error) {
@@ -78,7 +78,7 @@ func handleListOrders(log *slog.Logger, st *store) http.Handler {
 }
 
 // handleGetOrder serves getOrder: GET /v1/store/orders/{orderId}. Found
-// orders are cached encoded (see cache.go).
+// orders are cached encoded (see http_cache.go).
 func handleGetOrder(log *slog.Logger, st *store) http.Handler {
 	return handleItem(log, st.responseCache(ordersResource, orderCacheSlots, orderCacheBytes), orderIDOf, func(ctx context.Context, id int64) ([]byte, error) {
 		o, err := st.getOrder(ctx, id)

@@ -49,7 +49,7 @@ type newPet struct {
 var listPetsSpec = listSpec{operation: "listPets", item: "pet", path: "/v1/pets", statuses: petStatuses, idFilter: true}
 
 // handleListPets serves listPets: GET /v1/pets?limit=&status=&id=&after=.
-// Pages are cached encoded (see cache.go), except those of the id filter.
+// Pages are cached encoded (see http_cache.go), except those of the id filter.
 func handleListPets(log *slog.Logger, st *store) http.Handler {
 	return handleList(log, listPetsSpec, st.responseCache(petsResource, listCacheSlots, listCacheBytes),
 		func(ctx context.Context, q listQuery) (page[Pet], error) {
@@ -259,7 +259,7 @@ func decodeStatus(raw json.RawMessage, dst *string) error {
 // handleGetPet serves getPet: GET /v1/pets/{petId}. It is deprecated and, from
 // the sunset instant on, answers 410 Gone; now is the clock, injectable so
 // that a test can move past the sunset. Found pets are cached encoded (see
-// cache.go).
+// http_cache.go).
 func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handler {
 	found := handleItem(log, st.responseCache(petsResource, petCacheSlots, petCacheBytes), petIDOf, func(ctx context.Context, id int64) ([]byte, error) {
 		pet, err := st.getPet(ctx, id)

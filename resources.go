@@ -3,7 +3,7 @@ package main
 import "strconv"
 
 // resource names a kind of row the API serves: each has its generations in
-// the response caches (cache.go), its change records (store_changes.go) and
+// the response caches (http_cache.go), its change records (store_changes.go) and
 // its events (events.go).
 type resource int
 

@@ -114,7 +114,7 @@ type store struct {
 	schemaFrom, schemaVersion int
 
 	// generations tell the response caches what a commit changed (see
-	// cache.go).
+	// http_cache.go).
 	generations generations
 	// events wakes the feed's streams when a batch commits events.
 	events *eventSignal
@@ -239,7 +239,7 @@ type statement struct {
 
 // prepare compiles the statements once, so a request does not parse SQL.
 // Each concern declares its own (statements methods in store_*.go and
-// write.go).
+// store_write.go).
 func (s *store) prepare(ctx context.Context) error {
 	for _, st := range slices.Concat(s.petStmts.statements(s), s.orderStmts.statements(s), s.eventStmts.statements(s),
 		s.idemStmts.statements(s), s.writeStmts.statements(s), s.webhookStmts.statements(s)) {

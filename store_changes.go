@@ -18,7 +18,7 @@ import (
 // What depends on changes is derived from the records in one place,
 // finishJob: the event rows written in the same transaction (so an event
 // exists exactly when its change committed) and the response caches'
-// invalidation published after the commit (see cache.go). A write cannot
+// invalidation published after the commit (see http_cache.go). A write cannot
 // change a row and forget either.
 
 // changeKind is what a write did to a row.

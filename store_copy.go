@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// This file is the store's side of `petstore copy` (copy.go): it reads one
+// This file is the store's side of `petstore copy` (cmd_copy.go): it reads one
 // consistent snapshot of a source store and writes it into a destination
 // store in one transaction, table by table as store_tables.go declares them.
 

@@ -19,7 +19,7 @@ import (
 
 // PostgreSQL is the scale-out backend: any number of replicas of the binary
 // on one database. The store's code is the same as on SQLite (database/sql,
-// the statements of store_*.go in the dialect of dialect.go); what differs is
+// the statements of store_*.go in the dialect of store_dialect.go); what differs is
 // here: opening the pools, and telling a database that is unreachable (503,
 // retry) or a transaction that lost a race (try again) from a failure.
 
@@ -116,7 +116,7 @@ func openPostgres(ctx context.Context, dbURL string, maxConns int) (*store, erro
 }
 
 // listenForEvents wakes this replica's event streams whenever a batch of
-// any replica commits events (write.go sends the notification inside the
+// any replica commits events (store_write.go sends the notification inside the
 // batch's transaction, so it arrives only if the batch committed). It holds
 // one connection of its own, outside the pools, LISTENing until ctx ends;
 // when the connection fails it wakes the streams (a notification may have

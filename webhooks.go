@@ -15,7 +15,7 @@ import (
 )
 
 // Webhook subscriptions, /v1/webhooks: a URL that the service POSTs the
-// change feed's events to, signed (deliver.go delivers them). The API
+// change feed's events to, signed (webhooks_deliver.go delivers them). The API
 // manages the subscriptions and shows each one's log of delivery attempts.
 
 // The subscription statuses: active ones are delivered; paused ones wait
@@ -344,7 +344,7 @@ func webhookIDOf(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int6
 // http or https URL with a host, without user info (a password in a URL
 // ends up in logs; put a token in the path or query instead) and without
 // a fragment (never sent), of at most maxWebhookURLBytes. Its address is
-// checked when connecting, not here (see dialguard.go).
+// checked when connecting, not here (see webhooks_dialguard.go).
 func decodeWebhookURL(raw json.RawMessage, dst *string) error {
 	if kind := jsonKind(raw); kind != "string" {
 		return errorf(codeInvalidField, "field url must be a JSON string, not %s", withArticle(kind))

@@ -9,7 +9,7 @@ import (
 // The read operations of every resource share one shape, served here: a
 // list is a keyset page of a query, an item is a row by id, and both are
 // answered from the resource's response cache while it holds them (see
-// cache.go).
+// http_cache.go).
 
 // handleList serves a list operation: it parses the query by spec, reads a
 // page through cache (past it for a query with an id filter, whose lists of

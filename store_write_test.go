@@ -187,7 +187,7 @@ func TestGroupCommit(t *testing.T) {
 	})
 }
 
-// TestCacheNeverServesStaleAnswers checks the rules of cache.go through the
+// TestCacheNeverServesStaleAnswers checks the rules of http_cache.go through the
 // API: after a write's answer, every read sees it.
 func TestCacheNeverServesStaleAnswers(t *testing.T) {
 	t.Parallel()

@@ -45,7 +45,7 @@ func otherShard(id int64) int64 {
 	}
 }
 
-// TestCacheRule checks the rule of cache.go on the cache itself: for each
+// TestCacheRule checks the rule of http_cache.go on the cache itself: for each
 // kind of answer, which published changes keep it and which drop it.
 func TestCacheRule(t *testing.T) {
 	t.Parallel()
