@@ -266,7 +266,7 @@ func (s *store) prepare(ctx context.Context) error {
 		{s.writer, &s.idemStmts.lookupTx, sqlLookupIdempotencyKey},
 		{s.writer, &s.idemStmts.record, sqlRecordIdempotencyKey},
 		{s.writer, &s.idemStmts.prune, sqlPruneIdempotencyKeys},
-		{s.writer, &s.eventStmts.insert, sqlInsertEvent},
+		{s.writer, &s.eventStmts.insert, s.dialect.insertEvents()},
 		{s.reader, &s.eventStmts.list, sqlListEvents},
 		{s.reader, &s.eventStmts.listOfTypes, s.dialect.listEventsOfTypes()},
 		{s.reader, &s.eventStmts.end, sqlEventsEnd},

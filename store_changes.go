@@ -130,13 +130,16 @@ func deleteRow[T any](tx *txn, res resource, stmt *sql.Stmt, id int64, before T)
 func (tx *txn) record(ch change) { tx.changes = append(tx.changes, ch) }
 
 // finishJob derives, from the changes the job recorded, what depends on
-// them inside the transaction: one event row per change, in the order the
-// changes were made. It runs after the job and inside the job's savepoint,
-// so a job undone is undone with its events. It returns the job's changes
-// in the caches' terms, published once the batch commits.
-func (tx *txn) finishJob(at time.Time) (changeSet, []eventWritten, error) {
+// them: the job's changes in the caches' terms, published once the batch
+// commits, and one event per change, in the order the changes were made.
+// The events are written by the batch (see attemptBatch), all of them in
+// one statement inside the batch's transaction, after its last job: so an
+// event still commits exactly when its change does, and a job undone (by a
+// failure, or its savepoint) leaves no event, since its events are never
+// handed to the batch.
+func (tx *txn) finishJob(at time.Time) (changeSet, []Event) {
 	var cs changeSet
-	written := make([]eventWritten, 0, len(tx.changes))
+	events := make([]Event, 0, len(tx.changes))
 	for _, ch := range tx.changes {
 		switch ch.kind {
 		case rowCreated:
@@ -144,12 +147,7 @@ func (tx *txn) finishJob(at time.Time) (changeSet, []eventWritten, error) {
 		default:
 			cs.changedIn(ch.resource, ch.id)
 		}
-		ev := eventOf(ch, at)
-		id, err := tx.insertEvent(ev)
-		if err != nil {
-			return changeSet{}, nil, err
-		}
-		written = append(written, eventWritten{id: id, typ: ev.Type})
+		events = append(events, eventOf(ch, at))
 	}
-	return cs, written, nil
+	return cs, events
 }
