@@ -99,6 +99,9 @@ type keyIdentityKey struct{}
 // id, so the key itself never needs to be kept past the check, and a key
 // keeps its state whatever label it is given.
 func keyIdentity(ctx context.Context) (id [sha256.Size]byte, ok bool) {
+	if info := requestInfoFrom(ctx); info != nil && info.keyed {
+		return info.keyID, true
+	}
 	id, ok = ctx.Value(keyIdentityKey{}).([sha256.Size]byte)
 	return id, ok
 }
@@ -303,10 +306,15 @@ func (guard authGuard) refuse(w http.ResponseWriter, r *http.Request, log *slog.
 	writeError(w, r, log, e)
 }
 
-// admit passes a request whose caller is entry on to next.
+// admit passes a request whose caller is entry on to next. Inside observe
+// the key's identity goes into the request's info, which keyIdentity reads
+// first; outside it, into a context value.
 func admit(w http.ResponseWriter, r *http.Request, entry keyEntry, next http.Handler) {
 	if info := requestInfoFrom(r.Context()); info != nil {
 		info.caller = entry.label
+		info.keyID, info.keyed = entry.id, true
+		next.ServeHTTP(w, r)
+		return
 	}
 	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, entry.id)))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,12 +21,31 @@ type metrics struct {
 	deprecated *prometheus.CounterVec
 	orders     *prometheus.CounterVec
 	authFails  *prometheus.CounterVec
+
+	// byRoute keeps each route's and status's counter and histogram once
+	// found, so that a request costs one map lookup, not the labels'
+	// hashing of two WithLabelValues and the status written as a string.
+	routesMu sync.RWMutex
+	byRoute  map[routeStatus]requestObservers
+}
+
+// routeStatus is a route and a status of its answers.
+type routeStatus struct {
+	route  string
+	status int
+}
+
+// requestObservers are the metrics of the requests of one routeStatus.
+type requestObservers struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 // newMetrics registers every metric; st supplies the pet counts and the
 // database error count when Prometheus scrapes.
 func newMetrics(st *store) *metrics {
 	m := &metrics{
+		byRoute:  map[routeStatus]requestObservers{},
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "petstore_http_requests_total",
@@ -102,8 +122,18 @@ func (m *metrics) orderChanged(from, to string) { m.orders.WithLabelValues(from,
 
 // observeRequest records one answered request.
 func (m *metrics) observeRequest(route string, status int, elapsed time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(route).Observe(elapsed.Seconds())
+	key := routeStatus{route: route, status: status}
+	m.routesMu.RLock()
+	o, ok := m.byRoute[key]
+	m.routesMu.RUnlock()
+	if !ok {
+		o = requestObservers{requests: m.requests.WithLabelValues(route, strconv.Itoa(status)), duration: m.duration.WithLabelValues(route)}
+		m.routesMu.Lock()
+		m.byRoute[key] = o
+		m.routesMu.Unlock()
+	}
+	o.requests.Inc()
+	o.duration.Observe(elapsed.Seconds())
 }
 
 // handler serves the metrics in the Prometheus text format. A metric that
