@@ -54,14 +54,30 @@ type change struct {
 // rowScanner reads one row of a statement's result into a T.
 type rowScanner[T any] func(row interface{ Scan(...any) error }, dst *T) error
 
+// stmt is stmt bound to the transaction, once per batch: binding makes a
+// statement of the transaction's own and looks up the connection's
+// prepared one, which every job of a batch would otherwise pay again for
+// the same few statements.
+func (tx *txn) stmt(stmt *sql.Stmt) *sql.Stmt {
+	if tx.bound == nil {
+		return tx.tx.StmtContext(tx.ctx, stmt)
+	}
+	b, ok := tx.bound[stmt]
+	if !ok {
+		b = tx.tx.StmtContext(tx.ctx, stmt)
+		tx.bound[stmt] = b
+	}
+	return b
+}
+
 // queryRow runs stmt, a read of at most one row, inside the transaction.
 func (tx *txn) queryRow(stmt *sql.Stmt, args ...any) *sql.Row {
-	return tx.tx.StmtContext(tx.ctx, stmt).QueryRowContext(tx.ctx, args...)
+	return tx.stmt(stmt).QueryRowContext(tx.ctx, args...)
 }
 
 // query runs stmt, a read of any number of rows, inside the transaction.
 func (tx *txn) query(stmt *sql.Stmt, args ...any) (*sql.Rows, error) {
-	return tx.tx.StmtContext(tx.ctx, stmt).QueryContext(tx.ctx, args...)
+	return tx.stmt(stmt).QueryContext(tx.ctx, args...)
 }
 
 // exec runs stmt inside the transaction for the store's own bookkeeping
@@ -69,7 +85,7 @@ func (tx *txn) query(stmt *sql.Stmt, args ...any) (*sql.Rows, error) {
 // resource of the API and so record no change. It returns how many rows
 // stmt changed.
 func (tx *txn) exec(what string, stmt *sql.Stmt, args ...any) (int64, error) {
-	res, err := tx.tx.StmtContext(tx.ctx, stmt).ExecContext(tx.ctx, args...)
+	res, err := tx.stmt(stmt).ExecContext(tx.ctx, args...)
 	if err != nil {
 		return 0, tx.st.failedWrite(what, err)
 	}

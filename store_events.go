@@ -53,9 +53,15 @@ func (d dialect) listEventsOfTypes() string {
 // number of them, from one parameter holding a JSON array of [type,
 // occurred_at, subject, data] arrays, inserted in the array's order (so
 // their ids grow in that order). One prepared statement serves every batch,
-// and on PostgreSQL the batch's events cost one round trip.
+// and on PostgreSQL the batch's events cost one round trip, which also
+// sends the notification that wakes the streams of every replica (see
+// eventsChannel) rather than a round trip of its own.
 func (d dialect) insertEvents() string {
-	return "INSERT INTO events (type, occurred_at, subject, data) " + d.eventRowsOfJSONArray + " RETURNING id"
+	insert := "INSERT INTO events (type, occurred_at, subject, data) " + d.eventRowsOfJSONArray + " RETURNING id"
+	if d == postgresDialect {
+		return "WITH inserted AS (" + insert + ") SELECT id FROM inserted CROSS JOIN pg_notify('" + eventsChannel + "', '')"
+	}
+	return insert
 }
 
 // eventStatements are the prepared statements of events.

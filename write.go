@@ -53,6 +53,9 @@ type txn struct {
 	tx      *sql.Tx
 	st      *store
 	changes []change // what this job changed, in order
+	// bound holds the statements bound to tx so far, shared by the jobs of
+	// a batch (see stmt); nil binds every statement afresh.
+	bound map[*sql.Stmt]*sql.Stmt
 }
 
 // batchChanges is what the jobs of a batch changed: in the caches' terms,
@@ -246,6 +249,7 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		}
 	}
 	succeeded := false
+	bound := map[*sql.Stmt]*sql.Stmt{}
 	for i, job := range batch {
 		if err := job.ctx.Err(); err != nil {
 			// The request ended while it waited: its write never starts.
@@ -254,7 +258,7 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		}
 		// Once started, a job runs to its end, on the batch's context:
 		// interrupting a statement half-way would only waste the work.
-		tx := &txn{ctx: bg, tx: sqlTx, st: s}
+		tx := &txn{ctx: bg, tx: sqlTx, st: s, bound: bound}
 		var cs changeSet
 		var events []Event
 		switch {
@@ -295,18 +299,14 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 	if len(changes.events) > 0 {
 		// The events of every job that succeeded, in one statement: one
 		// round trip per batch on PostgreSQL, rather than one per change.
-		tx := &txn{ctx: bg, tx: sqlTx, st: s}
+		// There the same statement notifies the listeners of every
+		// replica, which PostgreSQL delivers when, and only if, the
+		// transaction commits: a wake-up, never the data (the streams read
+		// the events from the table).
+		tx := &txn{ctx: bg, tx: sqlTx, st: s, bound: bound}
 		if changes.written, err = tx.insertEvents(changes.events); err != nil {
 			clear(results)
 			return results, changes, false, err
-		}
-	}
-	if s.dialect == postgresDialect && len(changes.events) > 0 {
-		// Delivered to the listeners of every replica when, and only if,
-		// the transaction commits: a wake-up, never the data (the streams
-		// read the events from the table).
-		if _, err := sqlTx.ExecContext(bg, "SELECT pg_notify('"+eventsChannel+"', '')"); err != nil {
-			return results, changes, false, s.failedWrite("notify the event listeners", err)
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {
