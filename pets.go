@@ -304,7 +304,7 @@ func deprecated(m *metrics, next http.Handler) http.Handler {
 		h["Deprecation"], h["Sunset"], h["Link"] = values[0:1:1], values[1:2:2], values[2:3:3]
 		next.ServeHTTP(w, r)
 		if info := requestInfoFrom(r.Context()); info != nil && info.caller != "" {
-			m.deprecated.WithLabelValues("getPet", info.caller).Inc()
+			m.deprecatedCall("getPet", info.caller)
 		}
 	})
 }
