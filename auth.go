@@ -8,9 +8,11 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
+	"time"
 )
 
 // keyEntry is one accepted API key. Only its SHA-256 digest is kept:
@@ -35,6 +39,128 @@ type keyEntry struct {
 	id    [sha256.Size]byte
 	label string // names the caller in logs and metrics, never the key
 	short bool   // the key is known, and shorter than minKeyLen
+	// scopes are what the key may do (see scope); a line of the key file
+	// without scopes=, a key of PETSTORE_API_KEYS and the generated key
+	// hold every scope.
+	scopes scopeSet
+	// expires is when the key stops being accepted; zero for never.
+	expires time.Time
+}
+
+// shortID is the key's id as logs, metrics and `petstore keys list` show
+// it: the first 4 bytes of the id in hex, also the label of a key without
+// one. It says which entry is meant without anything to test guesses
+// against.
+func (e keyEntry) shortID() string { return hex.EncodeToString(e.id[:4]) }
+
+// expired reports whether the key is past its expiry at t.
+func (e keyEntry) expired(t time.Time) bool { return !e.expires.IsZero() && !t.Before(e.expires) }
+
+// scope is a permission an API key may hold. A write scope includes the
+// read of the same resource; "*" is every scope, and is also a scope of its
+// own that /metrics needs (it shows the traffic of every key), which a key
+// listing all the others does not hold.
+type scope string
+
+// The scopes, as the key file and the API document name them.
+const (
+	scopePetsRead      scope = "pets:read"
+	scopePetsWrite     scope = "pets:write"
+	scopeOrdersRead    scope = "orders:read"
+	scopeOrdersWrite   scope = "orders:write"
+	scopeEventsRead    scope = "events:read"
+	scopeWebhooksWrite scope = "webhooks:write"
+	scopeAll           scope = "*"
+	// noKey is the scope of a route that needs no key at all (the health
+	// checks, the API document): declared, so that a route without a
+	// scope is an omission a test finds.
+	noKey scope = "none"
+)
+
+// knownScopes lists the scopes a key may hold, in the order the
+// documentation lists them.
+func knownScopes() []scope {
+	return []scope{scopePetsRead, scopePetsWrite, scopeOrdersRead, scopeOrdersWrite, scopeEventsRead, scopeWebhooksWrite, scopeAll}
+}
+
+// scopeSet is a set of scopes, one bit each, in the order of knownScopes.
+type scopeSet uint16
+
+// everyScope is the set a key holds with "*", without scopes= or from
+// PETSTORE_API_KEYS.
+const everyScope scopeSet = 1<<7 - 1
+
+// bit is the scope's bit in a scopeSet; 0 for a name that is not a scope.
+func (s scope) bit() scopeSet {
+	switch s {
+	case scopePetsRead:
+		return 1 << 0
+	case scopePetsWrite:
+		return 1 << 1
+	case scopeOrdersRead:
+		return 1 << 2
+	case scopeOrdersWrite:
+		return 1 << 3
+	case scopeEventsRead:
+		return 1 << 4
+	case scopeWebhooksWrite:
+		return 1 << 5
+	case scopeAll:
+		return 1 << 6
+	}
+	return 0
+}
+
+// grants is the set that holding s gives: s itself, and the read of the
+// same resource for a write, or every scope for "*".
+func (s scope) grants() scopeSet {
+	switch s {
+	case scopePetsWrite:
+		return s.bit() | scopePetsRead.bit()
+	case scopeOrdersWrite:
+		return s.bit() | scopeOrdersRead.bit()
+	case scopeAll:
+		return everyScope
+	}
+	return s.bit()
+}
+
+// has reports whether the set holds s.
+func (ss scopeSet) has(s scope) bool { b := s.bit(); return b != 0 && ss&b == b }
+
+// String lists the set as scopes= writes it: "*" alone for every scope,
+// otherwise each scope held in the order of knownScopes, a read left out
+// when the write of the same resource is there.
+func (ss scopeSet) String() string {
+	if ss.has(scopeAll) {
+		return string(scopeAll)
+	}
+	var names []string
+	for _, s := range knownScopes() {
+		if !ss.has(s) || (s == scopePetsRead && ss.has(scopePetsWrite)) || (s == scopeOrdersRead && ss.has(scopeOrdersWrite)) {
+			continue
+		}
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ",")
+}
+
+// parseScopes reads a comma-separated list of scopes. An unknown name is an
+// error that lists the known ones, without repeating the name.
+func parseScopes(list string) (scopeSet, error) {
+	var ss scopeSet
+	for name := range strings.SplitSeq(list, ",") {
+		g := scope(name).grants()
+		if g == 0 {
+			var known []string
+			for _, k := range knownScopes() {
+				known = append(known, string(k))
+			}
+			return 0, fmt.Errorf("scopes= takes a comma-separated list of %s, without spaces", strings.Join(known, ", "))
+		}
+		ss |= g
+	}
+	return ss, nil
 }
 
 // minKeyLen is the length under which a key given in full (not as a digest)
@@ -48,10 +174,10 @@ const minKeyLen = 16
 func newKeyEntry(secret []byte, digest [sha256.Size]byte, label string) keyEntry {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(digest[:])
-	e := keyEntry{digest: digest, label: label}
+	e := keyEntry{digest: digest, label: label, scopes: everyScope}
 	mac.Sum(e.id[:0])
 	if e.label == "" {
-		e.label = "key-" + hex.EncodeToString(e.id[:4])
+		e.label = "key-" + e.shortID()
 	}
 	return e
 }
@@ -106,6 +232,22 @@ func keyIdentity(ctx context.Context) (id [sha256.Size]byte, ok bool) {
 	return id, ok
 }
 
+// callerScopesKey is the context key under which requireKey stores the
+// scopes of the API key that authenticated a request.
+type callerScopesKey struct{}
+
+// callerScopes returns the scopes of the API key that authenticated the
+// request whose context is ctx; none outside requireKey. A handler that
+// serves what several scopes guard (the event feed shows each key the
+// resources it may read) asks it with has.
+func callerScopes(ctx context.Context) scopeSet {
+	if info := requestInfoFrom(ctx); info != nil && info.keyed {
+		return info.scopes
+	}
+	ss, _ := ctx.Value(callerScopesKey{}).(scopeSet)
+	return ss
+}
+
 // keyring is the service's current key set: the keys of PETSTORE_API_KEYS
 // plus those of the key file, which reload re-reads. Requests read the set
 // through an atomic pointer, so a reload swaps it without blocking or
@@ -149,29 +291,15 @@ func (kr keyring) keys() *keySet { return kr.current.Load() }
 func (kr keyring) configured() bool { return len(kr.envKeys) > 0 || kr.file != "" }
 
 // reload re-reads the key file and swaps in the new set. When the file cannot
-// be read or parsed, when its group or others may write it, or when a reload
-// finds no key in it, the current set stays in force and the error says why.
+// be read or parsed, when it is not a regular file, when another user could
+// change it (see checkPrivateFile), or when a reload finds no key in it, the
+// current set stays in force and the error says why.
 func (kr keyring) reload() error {
 	entries := append([]keyEntry(nil), kr.envKeys...)
 	if kr.file != "" {
-		f, err := os.Open(kr.file)
+		fromFile, err := readKeyFile(kr.file, kr.secret)
 		if err != nil {
-			return fmt.Errorf("cannot read key file: %v", errors.Unwrap(err))
-		}
-		defer f.Close()
-		// Whoever may write the file may add a key of their own: the
-		// group and other users must not (the check is on the file opened,
-		// so that it cannot be swapped in between).
-		fi, err := f.Stat()
-		if err != nil {
-			return fmt.Errorf("cannot read key file: %v", errors.Unwrap(err))
-		}
-		if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-			return fmt.Errorf("key file %s can be written by its group or by other users (mode %04o), so anyone of them could add a key; refusing it (chmod go-w %s)", kr.file, perm, kr.file)
-		}
-		fromFile, err := parseKeyFile(f, kr.secret)
-		if err != nil {
-			return fmt.Errorf("key file %s: %w", kr.file, err)
+			return err
 		}
 		// A file that held keys and holds none is far more often a file
 		// caught half-written (an editor truncates it before writing) than
@@ -185,6 +313,68 @@ func (kr keyring) reload() error {
 	return nil
 }
 
+// maxKeyFileLen bounds what is read of a key file: thousands of lines, far
+// more than a service has clients.
+const maxKeyFileLen = 1 << 20
+
+// readKeyFile reads and parses the key file at path. It opens only a regular
+// file, and without blocking: a FIFO put in its place would otherwise hold
+// the open for ever (O_NONBLOCK makes it return at once, and the mode,
+// checked on what was opened, refuses it).
+func readKeyFile(path string, secret []byte) ([]keyEntry, error) {
+	f, err := openRegular(path)
+	if errors.As(err, new(syscall.Errno)) {
+		return nil, fmt.Errorf("cannot read key file %s: %v", path, errors.Unwrap(err))
+	} else if err != nil {
+		return nil, fmt.Errorf("key file %s %w", path, err)
+	}
+	defer f.Close()
+	// Whoever may write the file, or replace it, may add a key of their
+	// own.
+	if err := checkPrivateFile(path, f, 0o022); err != nil {
+		return nil, fmt.Errorf("key file %s %w; refusing it, as whoever can change it can add a key", path, err)
+	}
+	entries, err := parseKeyFile(io.LimitReader(f, maxKeyFileLen), secret)
+	if err != nil {
+		return nil, fmt.Errorf("key file %s: %w", path, err)
+	}
+	return entries, nil
+}
+
+// openRegular opens path for reading without blocking (see readKeyFile) and
+// returns it only when it is a regular file.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read: %w", errors.Unwrap(err))
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot be read: %w", errors.Unwrap(err))
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("is not a regular file (its type is %s); refusing it", fileType(fi.Mode()))
+	}
+	return f, nil
+}
+
+// fileType names the type of a file that is not a regular one.
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeDevice != 0:
+		return "device"
+	}
+	return "not regular"
+}
+
 // validLabel reports whether s may be a caller label: 1 to 64 letters,
 // digits, '.', '_' or '-', because it becomes a log field and a metric label.
 func validLabel(s string) bool {
@@ -192,9 +382,12 @@ func validLabel(s string) bool {
 }
 
 // parseKeyFile reads one entry per line: a key, or "sha256:" and the hex
-// digest of a key, then optionally a label. Blank lines and everything from a
-// '#' that starts a word are ignored. Errors name the line but never repeat
-// its content, which may be a key. secret keys the entries' ids.
+// digest of a key, then optionally a label, then optionally the attributes
+// scopes=LIST (comma-separated scopes; without it, every scope) and
+// expires=DATE (a date, meaning its first instant in UTC, or an RFC 3339
+// time), each at most once. Blank lines and everything from a '#' that
+// starts a word are ignored. Errors name the line but never repeat its
+// content, which may be a key. secret keys the entries' ids.
 func parseKeyFile(r io.Reader, secret []byte) ([]keyEntry, error) {
 	var entries []keyEntry
 	sc := bufio.NewScanner(r)
@@ -206,37 +399,94 @@ func parseKeyFile(r io.Reader, secret []byte) ([]keyEntry, error) {
 				break
 			}
 		}
-		switch len(fields) {
-		case 0:
+		if len(fields) == 0 {
 			continue
-		case 1, 2:
-		default:
-			return nil, fmt.Errorf("line %d: expected KEY or sha256:HEX, then an optional label, and nothing more", n)
 		}
-		label := ""
-		if len(fields) == 2 {
-			label = fields[1]
-			if !validLabel(label) {
-				return nil, fmt.Errorf("line %d: a label is 1 to 64 letters, digits, '.', '_' or '-'", n)
-			}
+		e, err := parseKeyLine(fields, secret)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
-		digest := sha256.Sum256([]byte(fields[0]))
-		short := len(fields[0]) < minKeyLen
-		if hexDigest, ok := strings.CutPrefix(fields[0], "sha256:"); ok {
-			b, err := hex.DecodeString(hexDigest)
-			if err != nil || len(b) != sha256.Size {
-				return nil, fmt.Errorf("line %d: after sha256: come the 64 hex digits of the key's SHA-256 digest (see petstore hash-key)", n)
-			}
-			digest, short = [sha256.Size]byte(b), false
-		}
-		e := newKeyEntry(secret, digest, label)
-		e.short = short
 		entries = append(entries, e)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("line too long or unreadable: %v", err)
 	}
 	return entries, nil
+}
+
+// keyLineForm is the form of a key file line, for the errors that say a
+// line does not have it.
+const keyLineForm = "KEY or sha256:HEX, then an optional label, then optional attributes scopes=LIST and expires=DATE"
+
+// parseKeyLine makes the entry of one key file line, split into its words.
+// No error repeats a word of the line: the first one may be a key.
+func parseKeyLine(fields []string, secret []byte) (keyEntry, error) {
+	key, rest := fields[0], fields[1:]
+	label := ""
+	if len(rest) > 0 && !strings.Contains(rest[0], "=") {
+		label, rest = rest[0], rest[1:]
+		if !validLabel(label) {
+			return keyEntry{}, errors.New("a label is 1 to 64 letters, digits, '.', '_' or '-'")
+		}
+	}
+	digest := sha256.Sum256([]byte(key))
+	short := len(key) < minKeyLen
+	if hexDigest, ok := strings.CutPrefix(key, "sha256:"); ok {
+		b, err := hex.DecodeString(hexDigest)
+		if err != nil || len(b) != sha256.Size {
+			return keyEntry{}, errors.New("after sha256: come the 64 hex digits of the key's SHA-256 digest (see petstore hash-key)")
+		}
+		digest, short = [sha256.Size]byte(b), false
+	} else if strings.HasPrefix(key, pskPrefix) && !validPSK(key) {
+		// Such a key could never be accepted (see requireKey): it was
+		// mistyped or cut when it was copied.
+		return keyEntry{}, fmt.Errorf("the key starts with %s but its checksum does not match (mistyped or cut?); paste it again, or use the line petstore keys new printed", pskPrefix)
+	}
+	e := newKeyEntry(secret, digest, label)
+	e.short = short
+	seen := map[string]bool{}
+	for _, attr := range rest {
+		name, value, ok := strings.Cut(attr, "=")
+		if !ok {
+			return keyEntry{}, fmt.Errorf("expected %s, and nothing more", keyLineForm)
+		}
+		if (name == "scopes" || name == "expires") && seen[name] {
+			// Only a known name is repeated in the message: the
+			// other words of a line are never echoed.
+			return keyEntry{}, fmt.Errorf("the attribute %s= is given twice", name)
+		}
+		seen[name] = true
+		switch name {
+		case "scopes":
+			scopes, err := parseScopes(value)
+			if err != nil {
+				return keyEntry{}, err
+			}
+			e.scopes = scopes
+		case "expires":
+			t, err := parseExpiry(value)
+			if err != nil {
+				return keyEntry{}, err
+			}
+			e.expires = t
+		default:
+			return keyEntry{}, fmt.Errorf("unknown attribute (the attributes are scopes= and expires=); expected %s", keyLineForm)
+		}
+	}
+	return e, nil
+}
+
+// parseExpiry reads the value of expires=: a date (2027-03-01), which means
+// the first instant of that day in UTC, so that the key is not accepted on
+// that day; or an RFC 3339 time (2027-03-01T12:00:00Z), converted to UTC.
+func parseExpiry(value string) (time.Time, error) {
+	if t, err := time.Parse(time.DateOnly, value); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.RFC3339, value); err == nil {
+		return t.UTC(), nil
+	}
+	return time.Time{}, errors.New("expires= takes a date (2027-03-01, UTC) or an RFC 3339 time (2027-03-01T12:00:00Z)")
 }
 
 // hashKey is `petstore hash-key`: it reads a key from in (one line) and
@@ -265,6 +515,43 @@ func generateKey() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// A key made by `petstore keys new` is recognisable, as GitHub's and
+// Stripe's are, so that secret scanners find a leaked one: pskPrefix, the
+// 43 URL-safe base64 characters of 256 random bits (generateKey), then a
+// checksum of both, so that a scanner, and the service before any lookup,
+// tells a mistyped key from one that was never issued.
+const (
+	pskPrefix      = "psk_"
+	pskBodyLen     = 43
+	pskChecksumLen = 6 // a CRC-32 in URL-safe base64
+	pskLen         = len(pskPrefix) + pskBodyLen + pskChecksumLen
+)
+
+// newPSK returns a fresh key of the psk_ form.
+func newPSK() string {
+	body := generateKey()
+	return pskPrefix + body + pskChecksum(body)
+}
+
+// pskChecksum is the checksum of a psk_ key's random part: its prefix and
+// random part's CRC-32 (which catches every change of one character, and
+// the swap of two), big-endian, in URL-safe base64.
+func pskChecksum(body string) string {
+	return base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE([]byte(pskPrefix+body))))
+}
+
+// validPSK reports whether key has the psk_ form and its checksum matches.
+func validPSK(key string) bool {
+	if len(key) != pskLen || !strings.HasPrefix(key, pskPrefix) {
+		return false
+	}
+	rest := key[len(pskPrefix):]
+	if strings.Trim(rest, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		return false
+	}
+	return pskChecksum(rest[:pskBodyLen]) == rest[pskBodyLen:]
+}
+
 // bearerToken extracts the token from an "Authorization: Bearer <token>"
 // header. The scheme name is case-insensitive (RFC 9110, section 11.1).
 func bearerToken(header string) (token string, ok bool) {
@@ -282,6 +569,7 @@ type authGuard struct {
 	proxies  trustedProxies
 	throttle *authThrottle
 	failures func(answer string) // counts a failure by how it was answered
+	now      func() time.Time    // the clock that keys expire by
 }
 
 // refuse answers a request without valid credentials with e, or with 429
@@ -306,26 +594,32 @@ func (guard authGuard) refuse(w http.ResponseWriter, r *http.Request, log *slog.
 	writeError(w, r, log, e)
 }
 
-// admit passes a request whose caller is entry on to next. Inside observe
-// the key's identity goes into the request's info, which keyIdentity reads
-// first; outside it, into a context value.
+// admit passes a request whose caller is entry on to next, with the key's
+// identity and scopes where keyIdentity and callerScopes find them, and its
+// label recorded for the access log and metrics. Inside observe they go
+// into the request's info, which costs no copy of the request; outside it,
+// into context values.
 func admit(w http.ResponseWriter, r *http.Request, entry keyEntry, next http.Handler) {
 	if info := requestInfoFrom(r.Context()); info != nil {
 		info.caller = entry.label
-		info.keyID, info.keyed = entry.id, true
+		info.keyID, info.scopes, info.keyed = entry.id, entry.scopes, true
 		next.ServeHTTP(w, r)
 		return
 	}
-	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyIdentityKey{}, entry.id)))
+	ctx := context.WithValue(r.Context(), keyIdentityKey{}, entry.id)
+	ctx = context.WithValue(ctx, callerScopesKey{}, entry.scopes)
+	next.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // requireKey lets a request through to next only when it carries one of the
-// keys of kr. It runs before anything else looks at the request, so a caller
-// without a key learns nothing (not even whether a pet exists). The key is
-// never logged nor echoed back; the caller's label is recorded for the
-// access log and metrics. A request without a valid key is answered 401,
-// or 429 once its address has failed too often (see authThrottle), and is
-// marked so that the access log samples such lines.
+// keys of kr, not expired. It runs before anything else looks at the
+// request, so a caller without a key learns nothing (not even whether a pet
+// exists, nor which scope an operation needs). The key is never logged nor
+// echoed back; the caller's label is recorded for the access log and
+// metrics, and its identity and scopes go in the request's context (see
+// keyIdentity and callerScopes). A request without a valid key is answered
+// 401, or 429 once its address has failed too often (see authThrottle),
+// and is marked so that the access log samples such lines.
 func requireKey(kr keyring, guard authGuard, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		refuse := func(e *apiError, wwwAuthenticate string) { guard.refuse(w, r, log, e, wwwAuthenticate) }
@@ -339,21 +633,53 @@ func requireKey(kr keyring, guard authGuard, log *slog.Logger, next http.Handler
 		}
 		header := r.Header.Get("Authorization")
 		token, isBearer := bearerToken(header)
-		if isBearer && token != "" {
-			if entry, ok := kr.keys().match(token); ok {
-				admit(w, r, entry, next)
-				return
-			}
-		}
 		switch {
 		case header == "":
 			// RFC 6750, section 3: no error attribute when the client sent
 			// no credentials at all.
 			refuse(errorf(codeUnauthorized, "missing API key; send the header Authorization: Bearer <API key>"), `Bearer realm="petstore"`)
+			return
 		case !isBearer || token == "":
 			refuse(errorf(codeUnauthorized, "the Authorization header holds no bearer key; send the header Authorization: Bearer <API key>"), `Bearer realm="petstore"`)
-		default:
-			refuse(errorf(codeUnauthorized, "the API key in the Authorization header is not valid; check the key you were given, or ask the operator for a new one"), `Bearer realm="petstore", error="invalid_token"`)
+			return
+		case strings.HasPrefix(token, pskPrefix) && !validPSK(token):
+			// Its checksum says it was never issued: no key is looked up.
+			refuse(errorf(codeUnauthorized, "the API key in the Authorization header is not valid: it starts with %s but its checksum does not match, so it was mistyped or cut; copy it again", pskPrefix), `Bearer realm="petstore", error="invalid_token"`)
+			return
 		}
+		entry, ok := kr.keys().match(token)
+		switch {
+		case !ok:
+			refuse(errorf(codeUnauthorized, "the API key in the Authorization header is not valid; check the key you were given, or ask the operator for a new one"), `Bearer realm="petstore", error="invalid_token"`)
+			return
+		case entry.expired(guard.now()):
+			// Checked on every request, so that a key stops working when it
+			// expires, without a reload.
+			refuse(errorf(codeUnauthorized, "the API key has expired (at %s); ask the operator for a new one", entry.expires.Format(time.RFC3339)), `Bearer error="invalid_token", error_description="the key has expired"`)
+			return
+		}
+		admit(w, r, entry, next)
+	})
+}
+
+// requireScope lets a request through to next only when its key (see
+// requireKey, which must run first) holds need. Otherwise it answers 403
+// insufficient_scope, naming the scope, with the WWW-Authenticate header of
+// RFC 6750, section 3.1. A 403 comes from a valid key, so it is no failed
+// guess: it does not count against the address (see authThrottle).
+func requireScope(need scope, forbidden func(caller string, need scope), log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if callerScopes(r.Context()).has(need) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		caller := ""
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.forbidden = true
+			caller = info.caller
+		}
+		forbidden(caller, need)
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope="%s"`, need))
+		writeError(w, r, log, errorf(codeInsufficientScope, "this API key lacks the scope %s, which this operation needs; ask the operator for a key that holds it", need))
 	})
 }

@@ -19,7 +19,7 @@ import (
 //	go test -run '^$' -bench . -count 10 > old.txt   (then again after a change)
 //	benchstat old.txt new.txt
 //
-// The load benchmark of the whole service is bench/ (see README, Performance).
+// The load benchmark of the whole service is bench/ (see docs/performance.md).
 
 func BenchmarkKeyCheck(b *testing.B) {
 	ks := staticKeyring(testKey, otherTestKey).keys()

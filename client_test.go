@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -228,6 +229,112 @@ func TestGeneratedClientSellsPets(t *testing.T) {
 	}
 }
 
+// TestGeneratedClientReadsTheFeed reads the change feed through the
+// generated client, as a stock sheet would poll it: each event decoded into
+// its own type by the discriminator, the resource in data as the client got
+// it from its own calls, and the next page found from the Link header.
+func TestGeneratedClientReadsTheFeed(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := t.Context()
+	c := newGeneratedClient(t, ts.URL)
+
+	created, err := c.CreatePetWithResponse(ctx, nil, client.NewPet{Name: "Rex", CategoryId: 1})
+	answered(t, "createPet", created, err, http.StatusCreated)
+	rex := *created.JSON201
+	placed, err := c.PlaceOrderWithResponse(ctx, nil, client.NewOrder{PetId: rex.Id})
+	answered(t, "placeOrder", placed, err, http.StatusCreated)
+	order := *placed.JSON201
+
+	// feedEvent is what the test compares of an event: its id, type and
+	// subject, and its data decoded by the type the discriminator names.
+	type feedEvent struct {
+		Id      int64
+		Type    string
+		Subject string
+		Data    any
+	}
+	read := func(step string, params *client.ListEventsParams) ([]feedEvent, string) {
+		t.Helper()
+		res, err := c.ListEventsWithResponse(ctx, params)
+		answered(t, step, res, err, http.StatusOK)
+		var out []feedEvent
+		for _, ev := range *res.JSON200 {
+			v, err := ev.ValueByDiscriminator()
+			if err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+			var fe feedEvent
+			switch e := v.(type) {
+			case client.PetCreatedEvent:
+				fe = feedEvent{e.Id, string(e.Type), e.Subject, e.Data}
+			case client.PetUpdatedEvent:
+				fe = feedEvent{e.Id, string(e.Type), e.Subject, e.Data}
+			case client.OrderPlacedEvent:
+				fe = feedEvent{e.Id, string(e.Type), e.Subject, e.Data}
+			case client.OrderDeliveredEvent:
+				fe = feedEvent{e.Id, string(e.Type), e.Subject, e.Data}
+			default:
+				t.Fatalf("%s: an event of type %T", step, v)
+			}
+			out = append(out, fe)
+		}
+		if res.Headers200 == nil || res.Headers200.Link == nil {
+			t.Fatalf("%s: no Link header", step)
+		}
+		return out, *res.Headers200.Link
+	}
+
+	pending := rex
+	pending.Status = "pending"
+	petPath := "/v1/pets/" + strconv.FormatInt(rex.Id, 10)
+	orderPath := "/v1/store/orders/" + strconv.FormatInt(order.Id, 10)
+	got, link := read("listEvents", nil)
+	want := []feedEvent{
+		{1, "pet.created", petPath, rex},
+		{2, "order.placed", orderPath, order},
+		{3, "pet.updated", petPath, pending},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("listEvents mismatch (-want +got):\n%s", diff)
+	}
+	if want := `</v1/events?after=3&limit=100>; rel="next"`; link != want {
+		t.Errorf("Link = %q, want %q", link, want)
+	}
+
+	// Polling on with the cursor and a type filter: nothing yet, then the
+	// delivery, without the pet's event that comes with it.
+	orders := &client.ListEventsParams{After: ptr(int64(3)), Type: &[]client.EventTypeFilter{"order.*"}}
+	if got, _ := read("listEvents after 3, orders only", orders); len(got) != 0 {
+		t.Errorf("listEvents after 3, orders only: %+v, want none", got)
+	}
+	delivered, err := c.UpdateOrderWithResponse(ctx, order.Id, client.OrderUpdate{Status: "delivered"})
+	answered(t, "updateOrder", delivered, err, http.StatusOK)
+	got, link = read("listEvents after 3, orders only, after the delivery", orders)
+	if diff := cmp.Diff([]feedEvent{{4, "order.delivered", orderPath, *delivered.JSON200}}, got); diff != "" {
+		t.Errorf("listEvents after the delivery mismatch (-want +got):\n%s", diff)
+	}
+	if want := `</v1/events?after=4&limit=100&type=order.%2A>; rel="next"`; link != want {
+		t.Errorf("Link = %q, want %q", link, want)
+	}
+
+	// Once every event is pruned, a cursor before them is 410
+	// cursor_expired.
+	if _, err := ts.Store.pruneEvents(ctx, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	expired, err := c.ListEventsWithResponse(ctx, &client.ListEventsParams{After: ptr(int64(1))})
+	answered(t, "listEvents after a pruned cursor", expired, err, http.StatusGone)
+	if expired.JSON410.Code != client.ErrorCodeCursorExpired {
+		t.Errorf("listEvents after a pruned cursor: %+v, want cursor_expired", *expired.JSON410)
+	}
+
+	ticket, err := c.CreateEventTicketWithResponse(ctx)
+	answered(t, "createEventTicket", ticket, err, http.StatusCreated)
+	if ticket.JSON201.Ticket == "" || ticket.Headers201.CacheControl != "no-store" {
+		t.Errorf("createEventTicket: %+v, Cache-Control %q; want a ticket, not to be stored", *ticket.JSON201, ticket.Headers201.CacheControl)
+	}
+}
+
 // newGeneratedClient returns the generated client for the server at base,
 // sending the test key.
 func newGeneratedClient(t *testing.T, base string) *client.ClientWithResponses {
@@ -260,7 +367,7 @@ func answered(t *testing.T, what string, res interface {
 }
 
 // TestGeneratedClientIsUpToDate regenerates the client from the document the
-// service serves, exactly as README.md shows, and fails when the committed
+// service serves, exactly as docs/api.md shows, and fails when the committed
 // client differs: run `go generate` after changing openapi.json.
 func TestGeneratedClientIsUpToDate(t *testing.T) {
 	ts := newTestServer(t)

@@ -47,9 +47,12 @@ type config struct {
 	limits            limits
 	events            feedConfig
 
-	keys   keyring  // loaded from apiKeys and apiKeysFile
-	secret []byte   // loaded from secretFile, or the file next to the database
-	seed   []newPet // parsed from seedFile
+	keys   keyring // loaded from apiKeys and apiKeysFile
+	secret []byte  // loaded from secretFile, or the file next to the database; nil while secretInDB
+	// secretInDB says that the secret is the one kept in the database
+	// (PostgreSQL without -secret-file), read once the store is open.
+	secretInDB bool
+	seed       []newPet // parsed from seedFile
 
 	printVersion bool // -version: print the version instead of serving
 }
@@ -120,8 +123,8 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.addr, "addr", ":8080", "address to listen on, host:port; port 0 picks a free port")
 	fs.StringVar(&cfg.dbPath, "db", "petstore.db", "SQLite database file, created if missing; :memory: for an ephemeral one; or a postgres:// URL")
 	fs.IntVar(&cfg.dbMaxConns, "db-max-conns", defaultDBMaxConns, "PostgreSQL only: connections per replica, the writer's one included (at least 2)")
-	fs.StringVar(&cfg.apiKeysFile, "api-keys-file", "", "file of API keys, one per line: KEY or sha256:HEX, then an optional label")
-	fs.StringVar(&cfg.secretFile, "secret-file", "", "file of the secret that keys API key identities (shared by every process on one database); default: the database path + .secret, made on first start")
+	fs.StringVar(&cfg.apiKeysFile, "api-keys-file", "", "file of API keys, one per line: KEY or sha256:HEX, then an optional label, then optional scopes=LIST and expires=DATE; reread on SIGHUP")
+	fs.StringVar(&cfg.secretFile, "secret-file", "", "file of the secret that keys API key identities (shared by every process on one database); default: the database path + .secret, made on first start; on PostgreSQL, the secret kept in the database (see docs/keys.md)")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&cfg.seedFile, "seed", "", "JSON array of NewPet loaded at start-up into an empty database")
 	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 5*time.Second, "time allowed to read a request's headers")
@@ -156,11 +159,17 @@ func usage(fs *flag.FlagSet) {
 		"  petstore copy -from SRC -to DST   move pets, orders and idempotency records, ids kept, between\n"+
 		"                                    databases (SQLite files or postgres:// URLs)\n"+
 		"  petstore hash-key                 read a key on stdin, print its sha256: line for a key file\n"+
+		"  petstore keys new [-label L] [-scopes S] [-expires 90d|DATE] [-file F]\n"+
+		"                                    issue a psk_ key: print it once, and its key-file line (or append it to F)\n"+
+		"  petstore keys list -file F        show each key of a key file: label, id, scopes, expiry\n"+
 		"  petstore version (or -version)    print the module version, VCS revision and Go release\n\n"+
 		"Every flag can also be set by its variable; a flag wins over its variable.\n"+
 		"API keys also come from PETSTORE_API_KEYS (comma-separated); with none at all, a key is generated, kept beside\n"+
 		"the database file (a new one per run for :memory:) and printed at start (with -log-format json, only its file).\n"+
-		"On PostgreSQL (-db postgres://...) keys must be configured: every replica must accept the same ones.\n\n")
+		"On PostgreSQL (-db postgres://...) keys must be configured: every replica must accept the same ones.\n"+
+		"More, in the repository: every setting in docs/configuration.md, keys and the secret in docs/keys.md,\n"+
+		"the change feed in docs/events.md, replicas on PostgreSQL in docs/scaling.md, production (systemd,\n"+
+		"backups, metrics) in docs/operations.md.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "flag\tvariable\tdefault\tmeaning")
 	fs.VisitAll(func(f *flag.Flag) {
@@ -273,16 +282,20 @@ func (cfg *config) check() error {
 	if err := cfg.events.check(); err != nil {
 		return err
 	}
+	var secret []byte
 	if isPostgresURL(cfg.dbPath) && cfg.secretFile == "" {
-		// There is no file beside a URL to keep a secret in, and every
-		// replica must use the same one.
-		return &configError{settingName("secret-file"), "required with a PostgreSQL database: give every replica the same secret file (make one with: openssl rand -base64 32 > petstore.secret; chmod 600 petstore.secret)"}
+		// There is no file beside a URL: every replica reads the one
+		// secret that migration 8 made in the database, once the store is
+		// open (serve). The keys are checked here all the same, so that a
+		// bad key file stops start-up before the database is opened; serve
+		// loads them again under the database's secret.
+		cfg.secretInDB = true
+	} else {
+		if secret, err = loadSecret(cfg.secretFile, cfg.dbPath); err != nil {
+			return &configError{settingName("secret-file"), err.Error()}
+		}
+		cfg.secret = secret
 	}
-	secret, err := loadSecret(cfg.secretFile, cfg.dbPath)
-	if err != nil {
-		return &configError{settingName("secret-file"), err.Error()}
-	}
-	cfg.secret = secret
 	keys, err := loadKeyring(cfg.apiKeys, cfg.apiKeysFile, secret)
 	if err != nil {
 		return err

@@ -196,7 +196,7 @@ func TestParseKeyFile(t *testing.T) {
 		if label == "" {
 			label = callerLabel(testSecret, key)
 		}
-		return keyEntry{digest: digest(key), id: keyID(testSecret, key), label: label}
+		return keyEntry{digest: digest(key), id: keyID(testSecret, key), label: label, scopes: everyScope}
 	}
 	// short is entry for a key given in full that is shorter than
 	// minKeyLen, which start-up warns about.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -50,7 +52,19 @@ const (
 	// Its client address, 127.0.0.1, has spent a budget of one failed
 	// authentication.
 	serverThrottled = "throttled"
+	// Its feed pruned events 1 to 3 (see prunedServer).
+	serverPruned = "pruned"
+	// Its feed allows one stream per key, and the test key holds it open.
+	serverStreamsFull = "streams-full"
+	// Its test key holds only the scope webhooks:write, which no operation
+	// of the document needs (see newServerWithKeyFile).
+	serverNarrowKey = "narrow-key"
 )
+
+// ticketPlaceholder, in a row's path, is replaced by a fresh ticket that
+// the row's server issued (createEventTicket) just before the row runs: a
+// ticket opens one stream and expires after 60 s.
+const ticketPlaceholder = "{ticket}"
 
 // contractCase is one row of the contract table: a request and the status the
 // service must answer it with. The response is then validated against the
@@ -73,6 +87,10 @@ type contractCase struct {
 	// secondAuthorization, when not empty, is sent as a second
 	// Authorization line after the test key's.
 	secondAuthorization string
+	// stream says the answer is a stream, which never ends: the row reads
+	// its first frame (the retry field), then hangs up, and the document
+	// is checked against the status, the headers and that frame.
+	stream bool
 }
 
 // contractData is what TestContract's set-up stores before any row runs,
@@ -102,8 +120,10 @@ type contractData struct {
 	orderKeyedBody string
 
 	// On the read-only server: a pet without orders, and a placed order
-	// of another pet, both stored before its writer turned read-only.
-	readOnlyPet, readOnlyOrder string
+	// of another pet, both stored before its writer turned read-only; and
+	// a ticket it issued then (using a ticket is a write, so it is 503
+	// whether or not the ticket has expired since).
+	readOnlyPet, readOnlyOrder, readOnlyTicket string
 }
 
 // seedContract stores contractData on the healthy server ts and on the
@@ -155,6 +175,7 @@ func seedContract(t *testing.T, ts, ro *testServer) contractData {
 
 	d.readOnlyPet = pet(ro, "Rex", "")
 	d.readOnlyOrder = order(ro, pet(ro, "Tom", ""))
+	d.readOnlyTicket = newTicket(t, ro.URL)
 	ro.setReadOnly(t, true)
 	return d
 }
@@ -171,6 +192,8 @@ func contractTable(etag string, d contractData) []contractCase {
 	jsonPatch := map[string]string{"Content-Type": "application/json-patch+json"}
 	textPlain := map[string]string{"Content-Type": "text/plain"}
 	twice := "Bearer " + testKey // a second Authorization line, the same key again
+	stream := map[string]string{"Accept": eventStreamType}
+	streamNoKey := map[string]string{"Accept": eventStreamType, "Authorization": ""}
 	return []contractCase{
 		// listPets
 		{rule: "a page with more pets after it", method: "GET", path: "/v1/pets?limit=2", status: 200},
@@ -381,6 +404,60 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "updateOrder when the disk cannot be written", server: serverReadOnly, method: "PATCH", path: "/v1/store/orders/" + d.readOnlyOrder,
 			body: `{"status":"delivered"}`, status: 503},
 
+		// listEvents
+		{rule: "the feed from its start: a page, with the Link to the next", method: "GET", path: "/v1/events", status: 200},
+		{rule: "a page after a cursor, of some types, limited: the Link keeps them", method: "GET", path: "/v1/events?after=1&limit=2&type=order.*,pet.created", status: 200},
+		{rule: "a cursor past the newest event: an empty page, with the Link", method: "GET", path: "/v1/events?after=1000000", status: 200},
+		{rule: "the stream, resuming after Last-Event-ID", method: "GET", path: "/v1/events?type=pet.*",
+			header: map[string]string{"Accept": eventStreamType, "Last-Event-ID": "1"}, stream: true, status: 200},
+		{rule: "the stream, opened with a ticket and no key", method: "GET", path: "/v1/events?ticket=" + ticketPlaceholder, header: streamNoKey, stream: true, status: 200},
+		{rule: "a page, read with a ticket and no key", method: "GET", path: "/v1/events?limit=1&ticket=" + ticketPlaceholder,
+			header: map[string]string{"Authorization": ""}, status: 200},
+		{rule: "listEvents: limit above 1000", method: "GET", path: "/v1/events?limit=1001", status: 400, breaksDocument: true},
+		{rule: "listEvents: limit below 1", method: "GET", path: "/v1/events?limit=0", status: 400, breaksDocument: true},
+		{rule: "a type that is no event type", method: "GET", path: "/v1/events?type=pet.born", status: 400, breaksDocument: true},
+		{rule: "a type list with an empty item", method: "GET", path: "/v1/events?type=pet.*,", status: 400, breaksDocument: true},
+		{rule: "listEvents: after not an integer", method: "GET", path: "/v1/events?after=x", status: 400, breaksDocument: true},
+		{rule: "listEvents: an unknown parameter, which the schema cannot refuse", method: "GET", path: "/v1/events?limt=5", status: 400},
+		{rule: "a stream's Last-Event-ID that is not an event id", method: "GET", path: "/v1/events",
+			header: map[string]string{"Accept": eventStreamType, "Last-Event-ID": "x"}, status: 400, breaksDocument: true},
+		{rule: "listEvents with two Authorization headers, which the schema cannot refuse", method: "GET", path: "/v1/events", secondAuthorization: twice, status: 400},
+		{rule: "listEvents without a key", method: "GET", path: "/v1/events", header: noKey, status: 401, breaksDocument: true},
+		{rule: "listEvents with a wrong key", method: "GET", path: "/v1/events", header: wrongKey, status: 401},
+		{rule: "a stream with a ticket that is not valid", method: "GET", path: "/v1/events?ticket=NOSUCHTICKET", header: streamNoKey, status: 401},
+		{rule: "a cursor before pruned events", server: serverPruned, method: "GET", path: "/v1/events?after=2", status: 410},
+		{rule: "a stream resuming before pruned events", server: serverPruned, method: "GET", path: "/v1/events",
+			header: map[string]string{"Accept": eventStreamType, "Last-Event-ID": "1"}, status: 410},
+		{rule: "listEvents over the rate limit", server: serverRateLimited, method: "GET", path: "/v1/events", status: 429},
+		{rule: "a stream past the key's cap of open streams", server: serverStreamsFull, method: "GET", path: "/v1/events", header: stream, status: 429},
+		{rule: "listEvents when the database fails", server: serverDBClosed, method: "GET", path: "/v1/events", status: 500},
+		{rule: "listEvents when the database cannot be reached", server: serverUnreachable, method: "GET", path: "/v1/events", status: 503},
+		{rule: "a ticket used when the disk cannot be written: using it is a write", server: serverReadOnly, method: "GET", path: "/v1/events?ticket=" + d.readOnlyTicket,
+			header: streamNoKey, status: 503},
+
+		// createEventTicket
+		{rule: "a ticket", method: "POST", path: "/v1/events/tickets", status: 201},
+		{rule: "a ticket request with a body, which the schema cannot refuse", method: "POST", path: "/v1/events/tickets", body: `{}`, status: 400},
+		{rule: "createEventTicket with two Authorization headers, which the schema cannot refuse", method: "POST", path: "/v1/events/tickets", secondAuthorization: twice, status: 400},
+		{rule: "createEventTicket without a key", method: "POST", path: "/v1/events/tickets", header: noKey, status: 401, breaksDocument: true},
+		{rule: "createEventTicket with a wrong key", method: "POST", path: "/v1/events/tickets", header: wrongKey, status: 401},
+		{rule: "createEventTicket over the rate limit", server: serverRateLimited, method: "POST", path: "/v1/events/tickets", status: 429},
+		{rule: "createEventTicket when the database fails", server: serverDBClosed, method: "POST", path: "/v1/events/tickets", status: 500},
+		{rule: "createEventTicket when the disk cannot be written", server: serverReadOnly, method: "POST", path: "/v1/events/tickets", status: 503},
+		// A key without the operation's scope
+		{rule: "listPets with a key lacking pets:read", server: serverNarrowKey, method: "GET", path: "/v1/pets", status: 403},
+		{rule: "createPet with a key lacking pets:write", server: serverNarrowKey, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`, status: 403},
+		{rule: "getPet with a key lacking pets:read, with the deprecation headers", server: serverNarrowKey, method: "GET", path: "/v1/pets/1", status: 403},
+		{rule: "updatePet with a key lacking pets:write", server: serverNarrowKey, method: "PATCH", path: "/v1/pets/1", body: `{"name":"Rex"}`, status: 403},
+		{rule: "deletePet with a key lacking pets:write", server: serverNarrowKey, method: "DELETE", path: "/v1/pets/1", status: 403},
+		{rule: "listOrders with a key lacking orders:read", server: serverNarrowKey, method: "GET", path: "/v1/store/orders", status: 403},
+		{rule: "placeOrder with a key lacking orders:write", server: serverNarrowKey, method: "POST", path: "/v1/store/orders", body: `{"petId":1}`, status: 403},
+		{rule: "getOrder with a key lacking orders:read", server: serverNarrowKey, method: "GET", path: "/v1/store/orders/1", status: 403},
+		{rule: "updateOrder with a key lacking orders:write", server: serverNarrowKey, method: "PATCH", path: "/v1/store/orders/1", body: `{"status":"delivered"}`, status: 403},
+		{rule: "the metrics with a key lacking *", server: serverNarrowKey, method: "GET", path: "/metrics", status: 403},
+		{rule: "listEvents with a key lacking events:read", server: serverNarrowKey, method: "GET", path: "/v1/events", status: 403},
+		{rule: "createEventTicket with a key lacking events:read", server: serverNarrowKey, method: "POST", path: "/v1/events/tickets", status: 403},
+
 		// getOpenAPIDocument
 		{rule: "the document, without a key", method: "GET", path: "/v1/openapi.json", header: noKey, status: 200},
 		{rule: "a stale copy gets the document", method: "GET", path: "/v1/openapi.json", header: map[string]string{"If-None-Match": `"0"`}, status: 200},
@@ -414,6 +491,8 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "a method a pet does not take", method: "PUT", path: "/v1/pets/1", body: `{"name":"Rex","categoryId":1}`, status: 405, breaksDocument: true},
 		{rule: "a method an order does not take", method: "DELETE", path: "/v1/store/orders/1", status: 405, breaksDocument: true},
 		{rule: "a method the document does not take", method: "POST", path: "/v1/openapi.json", status: 405, breaksDocument: true},
+		{rule: "a method the feed does not take", method: "DELETE", path: "/v1/events", status: 405, breaksDocument: true},
+		{rule: "a method the tickets do not take", method: "GET", path: "/v1/events/tickets", status: 405, breaksDocument: true},
 	}
 }
 
@@ -573,11 +652,20 @@ func validationOptions() *openapi3filter.Options {
 		SkipSettingDefaults: true,
 		MultiError:          true,
 		AuthenticationFunc: func(_ context.Context, in *openapi3filter.AuthenticationInput) error {
-			if in.SecuritySchemeName != "bearerAuth" {
+			req := in.RequestValidationInput.Request
+			switch in.SecuritySchemeName {
+			case "bearerAuth":
+				if !bearerForm.MatchString(req.Header.Get("Authorization")) {
+					return errors.New("no Authorization: Bearer <key> header")
+				}
+			case "eventTicket":
+				// Whether the ticket is valid is no business of the
+				// document, as for a key.
+				if req.URL.Query().Get("ticket") == "" {
+					return errors.New("no ticket query parameter")
+				}
+			default:
 				return fmt.Errorf("unknown security scheme %q", in.SecuritySchemeName)
-			}
-			if !bearerForm.MatchString(in.RequestValidationInput.Request.Header.Get("Authorization")) {
-				return errors.New("no Authorization: Bearer <key> header")
 			}
 			return nil
 		},
@@ -608,8 +696,12 @@ func TestContract(t *testing.T) {
 	if res := throttled.do(t, "GET", "/v1/pets", "", map[string]string{"Authorization": ""}); res.Status != http.StatusUnauthorized { // spends the budget
 		t.Fatalf("the throttled server's first failure: status %d", res.Status)
 	}
+	full := newTestServer(t, withFeed(feedConfig{heartbeat: defaultEventsHeartbeat, retention: defaultEventsRetention, maxStreams: 1}))
+	holdStreams(t, full, 1)
+	narrow := newServerWithKeyFile(t, testKey+" narrow scopes=webhooks:write\n", time.Now)
 	servers := map[string]string{serverHealthy: healthy.URL, serverDBClosed: broken.URL, serverSunset: sunset.URL,
-		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverThrottled: throttled.URL}
+		serverRateLimited: limited.URL, serverReadOnly: readOnly.URL, serverThrottled: throttled.URL,
+		serverPruned: prunedServer(t).URL, serverStreamsFull: full.URL, serverNarrowKey: narrow.URL}
 	unreachable, haveUnreachable := unreachableServer(t)
 	if haveUnreachable {
 		servers[serverUnreachable] = unreachable.URL
@@ -631,7 +723,11 @@ func TestContract(t *testing.T) {
 			if !ok {
 				t.Fatalf("unknown server %q", tt.server)
 			}
-			vreq := newRequest(t, base, tt.method, tt.path, tt.body, tt.header)
+			path := tt.path
+			if strings.Contains(path, ticketPlaceholder) {
+				path = strings.ReplaceAll(path, ticketPlaceholder, newTicket(t, base))
+			}
+			vreq := newRequest(t, base, tt.method, path, tt.body, tt.header)
 			if tt.secondAuthorization != "" {
 				vreq.Header.Add("Authorization", tt.secondAuthorization)
 			}
@@ -667,7 +763,7 @@ func TestContract(t *testing.T) {
 				}
 			}
 
-			req := newRequest(t, base, tt.method, tt.path, tt.body, tt.header)
+			req := newRequest(t, base, tt.method, path, tt.body, tt.header)
 			if tt.secondAuthorization != "" {
 				req.Header.Add("Authorization", tt.secondAuthorization)
 			}
@@ -675,7 +771,12 @@ func TestContract(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %s: %v", tt.method, tt.path, err)
 			}
-			got := readResponse(t, res)
+			var got response
+			if tt.stream && res.StatusCode == http.StatusOK {
+				got = readFirstFrame(t, res)
+			} else {
+				got = readResponse(t, res)
+			}
 			if got.Status != tt.status {
 				t.Fatalf("status %d, want %d; body %s", got.Status, tt.status, got.Body)
 			}
@@ -686,8 +787,19 @@ func TestContract(t *testing.T) {
 			if described == nil {
 				t.Fatalf("the document does not describe %v", key)
 			}
+			resOpts := opts
+			if tt.stream {
+				// The frame read is checked below; the validator has no
+				// decoder for a stream.
+				o := *opts
+				o.ExcludeResponseBody = true
+				resOpts = &o
+				if want := fmt.Sprintf("retry: %d\n\n", streamRetry); string(got.Body) != want {
+					t.Errorf("the stream's first frame is %q, want %q", got.Body, want)
+				}
+			}
 			resIn := &openapi3filter.ResponseValidationInput{RequestValidationInput: reqIn,
-				Status: got.Status, Header: got.Header, Options: opts}
+				Status: got.Status, Header: got.Header, Options: resOpts}
 			resIn.SetBodyBytes(got.Body)
 			if err := openapi3filter.ValidateResponse(t.Context(), resIn); err != nil {
 				t.Errorf("the response does not match the document's %v:\n%v\nheaders %v\nbody %s", key, err, got.Header, got.Body)
@@ -789,6 +901,74 @@ func holdInFlightCreate(t *testing.T, path, key, body string) *testServer {
 		wg.Wait()
 	})
 	return ts
+}
+
+// readFirstFrame reads an event stream's first frame (up to its blank
+// line) and hangs up: the stream itself never ends.
+func readFirstFrame(t *testing.T, res *http.Response) response {
+	t.Helper()
+	defer res.Body.Close()
+	var frame []byte
+	rd := bufio.NewReader(res.Body)
+	for !bytes.HasSuffix(frame, []byte("\n\n")) {
+		line, err := rd.ReadBytes('\n')
+		frame = append(frame, line...)
+		if err != nil {
+			t.Fatalf("reading the stream's first frame: %v; read %q", err, frame)
+		}
+	}
+	return response{Status: res.StatusCode, Header: res.Header, Body: frame}
+}
+
+// newTicket asks the server at base for a stream ticket with the test key.
+func newTicket(t *testing.T, base string) string {
+	t.Helper()
+	res := doRequest(t, base, "POST", "/v1/events/tickets", "", nil)
+	var tk struct {
+		Ticket string `json:"ticket"`
+	}
+	if res.Status != http.StatusCreated || json.Unmarshal(res.Body, &tk) != nil || tk.Ticket == "" {
+		t.Fatalf("createEventTicket: status %d, body %s", res.Status, res.Body)
+	}
+	return tk.Ticket
+}
+
+// prunedServer starts a server whose feed has pruned its first three events
+// (three pets added two hours before the fourth, pruned with a retention of
+// one hour), so that a cursor below 3 is 410 cursor_expired.
+func prunedServer(t *testing.T) *testServer {
+	t.Helper()
+	clock := &fakeClock{t: time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)}
+	ts := newTestServer(t, withClock(clock.now))
+	ts.Store.now = clock.now
+	for range 3 {
+		ts.createPet(t, "Old", 1, "")
+	}
+	clock.set(clock.now().Add(2 * time.Hour))
+	ts.createPet(t, "New", 1, "")
+	if n, err := ts.Store.pruneEvents(t.Context(), clock.now().Add(-time.Hour)); err != nil || n != 3 {
+		t.Fatalf("pruning the feed: %d events pruned, %v; want 3", n, err)
+	}
+	return ts
+}
+
+// holdStreams opens n event streams with the test key on ts and holds them
+// open until the test ends: with n the server's cap, the next is 429.
+func holdStreams(t *testing.T, ts *testServer, n int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for range n {
+		req := newRequest(t, ts.URL, "GET", "/v1/events", "", map[string]string{"Accept": eventStreamType}).WithContext(ctx)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("opening a stream: %v", err)
+		}
+		t.Cleanup(func() { res.Body.Close() })
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("opening a stream: status %d, body %s", res.StatusCode, readResponse(t, res).Body)
+		}
+	}
 }
 
 // idList is an id filter of n ids: 1,2,...,n.

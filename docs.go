@@ -21,10 +21,11 @@ import (
 // referenceFiles is the API reference page served at /docs: the page and its
 // script, and the renderer's files, which reference/npm/vendor.sh copies
 // unchanged from the npm package that reference/npm/package-lock.json pins
-// (reference/vendored.json records which). See README.md, "API reference
-// page".
+// (reference/vendored.json records which), and the guides of docs/, which the
+// page links to where a reader needs more than the document says. See
+// docs/api.md, "API reference page", and docs/development.md.
 //
-//go:embed reference/index.html reference/reference.js reference/swagger-ui
+//go:embed reference/index.html reference/reference.js reference/swagger-ui docs/*.md
 var referenceFiles embed.FS
 
 // referenceCSP is the Content-Security-Policy of the reference: scripts,
@@ -63,6 +64,10 @@ func referenceType(name string) (string, bool) {
 		return "image/png", true
 	case ".txt", "": // the licence texts: LICENSE, NOTICE, *.LICENSE.txt
 		return "text/plain; charset=utf-8", true
+	case ".md":
+		// The guides of docs/, shown as text: browsers display text/plain,
+		// where some would download text/markdown.
+		return "text/plain; charset=utf-8", true
 	}
 	return "", false
 }
@@ -96,7 +101,7 @@ func newReferenceSite() func() (*referenceSite, error) {
 // file, so it changes whenever one of them does.
 func buildReferenceSite(fsys fs.FS) (*referenceSite, error) {
 	files := map[string][]byte{}
-	for _, dir := range []string{"reference", "reference/swagger-ui"} {
+	for _, dir := range []string{"reference", "reference/swagger-ui", "docs"} {
 		entries, err := fs.ReadDir(fsys, dir)
 		if err != nil {
 			return nil, fmt.Errorf("reference: %w", err)

@@ -77,9 +77,13 @@ func TestReferencePage(t *testing.T) {
 	// Every file the page names, and the licences that travel with the
 	// renderer, are served from the page's version.
 	assets := assetURL.FindAllStringSubmatch(string(page.Body), -1)
-	var named []string
+	var named, guides []string
 	for _, m := range assets {
-		named = append(named, m[3])
+		if strings.HasSuffix(m[3], ".md") {
+			guides = append(guides, m[3])
+		} else {
+			named = append(named, m[3])
+		}
 	}
 	slices.Sort(named)
 	if diff := cmp.Diff([]string{"favicon-32x32.png", "index.css", "reference.js", "swagger-ui-bundle.js", "swagger-ui.css"}, named); diff != "" {
@@ -92,7 +96,15 @@ func TestReferencePage(t *testing.T) {
 		"swagger-ui.css": "reference/swagger-ui/swagger-ui.css", "LICENSE": "reference/swagger-ui/LICENSE",
 		"NOTICE": "reference/swagger-ui/NOTICE", "swagger-ui-bundle.js.LICENSE.txt": "reference/swagger-ui/swagger-ui-bundle.js.LICENSE.txt",
 	}
-	types := map[string]string{".png": "image/png", ".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+	// The page links to the guides of docs/, served as they are in the
+	// repository, as text.
+	if len(guides) == 0 {
+		t.Errorf("the page links to no guide of docs/")
+	}
+	for _, g := range guides {
+		onDisk[g] = "docs/" + g
+	}
+	types := map[string]string{".md": "text/plain; charset=utf-8", ".png": "image/png", ".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
 		".txt": "text/plain; charset=utf-8", "": "text/plain; charset=utf-8"}
 	for name, file := range onDisk {
 		t.Run(name+" is the file, with its type, kept for a year", func(t *testing.T) {
@@ -262,6 +274,7 @@ func TestBuildReferenceSite(t *testing.T) {
 		"reference/swagger-ui/icon.png":   {Data: []byte("png")},
 		"reference/swagger-ui/notes.txt":  {Data: []byte("notes")},
 		"reference/swagger-ui/sub/x.html": {Data: []byte("a directory is not served")},
+		"docs/guide.md":                   {Data: []byte("# A guide")},
 	}
 	with := func(name, data string) fstest.MapFS {
 		fsys := fstest.MapFS{}
@@ -285,7 +298,7 @@ func TestBuildReferenceSite(t *testing.T) {
 		if diff := cmp.Diff(want, string(site.page.body)); diff != "" {
 			t.Errorf("page mismatch (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff([]string{"LICENSE", "a.js", "b.css", "icon.png", "notes.txt"}, slices.Sorted(maps.Keys(site.files))); diff != "" {
+		if diff := cmp.Diff([]string{"LICENSE", "a.js", "b.css", "guide.md", "icon.png", "notes.txt"}, slices.Sorted(maps.Keys(site.files))); diff != "" {
 			t.Errorf("files mismatch (-want +got):\n%s", diff)
 		}
 	})

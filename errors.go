@@ -12,12 +12,15 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The error codes the API uses in the "code" field. This is the whole set;
-// the README lists them, and a client may switch on them.
+// docs/api.md lists them (a test holds it to this block), and a client may
+// switch on them.
 const (
 	codeUnauthorized         = "unauthorized"
+	codeInsufficientScope    = "insufficient_scope"
 	codeInvalidBody          = "invalid_body"
 	codeInvalidField         = "invalid_field"
 	codeInvalidParameter     = "invalid_parameter"
@@ -48,6 +51,8 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case codeUnauthorized:
 		return http.StatusUnauthorized
+	case codeInsufficientScope:
+		return http.StatusForbidden
 	case codeNotFound:
 		return http.StatusNotFound
 	case codeMethodNotAllowed:
@@ -175,12 +180,45 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	case e.Status >= 500 && !errors.As(err, new(*apiError)):
 		log.WarnContext(r.Context(), "request refused", "method", abbreviate(r.Method), "path", abbreviate(r.URL.Path), "code", e.Code, "err", err)
 	}
+	if refusedUnread(e.Code) && r.ContentLength != 0 {
+		// The answer comes before the body was read: net/http would then
+		// wait for up to 256 KiB of it, to discard it, before the
+		// connection serves another request, so a caller without a key
+		// could hold a connection slot for the whole read timeout by
+		// announcing a body and never sending it. The connection is
+		// closed after the answer instead, and the wait for the body is
+		// cut to unreadBodyGrace: long enough for a client that did send
+		// its body (closing with it unread could reset the connection
+		// before the client reads the answer). A body over the limit
+		// needs no deadline: net/http reads none of a declared length
+		// that large, and stops a body cut by MaxBytesReader itself.
+		w.Header().Set("Connection", "close")
+		if e.Code != codePayloadTooLarge {
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(unreadBodyGrace))
+		}
+	}
 	if e.Code == codeUnavailable && w.Header().Get("Retry-After") == "" {
 		// RFC 9110, section 10.2.3: when to try again. The causes (a full
 		// disk, a database restarting) last seconds to minutes.
 		w.Header().Set("Retry-After", unavailableRetryAfter)
 	}
 	writeJSON(w, e.Status, e)
+}
+
+// unreadBodyGrace is how long a connection refused before its body was read
+// waits for that body before it is closed (see writeError).
+const unreadBodyGrace = 250 * time.Millisecond
+
+// refusedUnread reports whether an error of this code is answered before the
+// request's body is read: no key or an invalid one (and a repeated
+// Authorization header), a scope the key lacks, a rate limit, and a body
+// refused by its declared size or media type.
+func refusedUnread(code string) bool {
+	switch code {
+	case codeUnauthorized, codeInvalidHeader, codeInsufficientScope, codeRateLimited, codePayloadTooLarge, codeUnsupportedMediaType:
+		return true
+	}
+	return false
 }
 
 // writeJSON encodes v as the response body with the given status. The body is

@@ -847,3 +847,74 @@ func TestStreamOutlivesTheServerTimeoutsAndEndsAtShutdown(t *testing.T) {
 		t.Errorf("no clean stop logged; stderr:\n%s", rs.Stderr)
 	}
 }
+
+func TestTheFeedShowsAKeyOnlyWhatItMayRead(t *testing.T) {
+	const petsKey, ordersKey, feedOnlyKey = "pets-reader-0123456789", "orders-reader-0123456789", "feed-only-0123456789"
+	ts := newServerWithKeyFile(t, testKey+" all\n"+
+		petsKey+" pets scopes=pets:read,events:read\n"+
+		ordersKey+" orders scopes=orders:write,events:read\n"+
+		feedOnlyKey+" feed scopes=events:read\n", time.Now)
+	pet := ts.createPet(t, "Rex", 1, "")
+	if res := ts.do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, pet.ID), nil); res.Status != 201 {
+		t.Fatalf("place: %d %s", res.Status, res.Body)
+	}
+	tests := []struct {
+		name  string
+		key   string
+		query string
+		want  []string
+	}{
+		{"a key with every scope sees every event", testKey, "", []string{eventPetCreated, eventOrderPlaced, eventPetUpdated}},
+		{"pets:read sees the pets' events only", petsKey, "", []string{eventPetCreated, eventPetUpdated}},
+		{"orders:write includes orders:read: the orders' events only", ordersKey, "", []string{eventOrderPlaced}},
+		{"a filter for what the key may not read shows nothing", petsKey, "?type=order.*", []string{}},
+		{"events:read alone reads the feed but sees no event", feedOnlyKey, "", []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			auth := map[string]string{"Authorization": "Bearer " + tt.key}
+			res := ts.do(t, "GET", "/v1/events"+tt.query, "", auth)
+			if res.Status != 200 {
+				t.Fatalf("GET: %d %s", res.Status, res.Body)
+			}
+			got := []string{}
+			for _, ev := range decode[[]wireEvent](t, res) {
+				got = append(got, ev.Type)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("page mismatch (-want +got):\n%s", diff)
+			}
+			// The stream shows the same.
+			s, sres := openStream(t, ts.URL, "?after=0"+strings.Replace(tt.query, "?", "&", 1), auth)
+			if sres.Status != 200 {
+				t.Fatalf("stream: %d %s", sres.Status, sres.Body)
+			}
+			streamed := []string{}
+			for len(streamed) < len(tt.want) {
+				if f := s.nextEvent(t); f.Event != "bookmark" {
+					streamed = append(streamed, f.Event)
+				}
+			}
+			if diff := cmp.Diff(tt.want, streamed); diff != "" {
+				t.Errorf("stream mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("a ticket carries the rights of the key that asked for it", func(t *testing.T) {
+		res := ts.do(t, "POST", "/v1/events/tickets", "", map[string]string{"Authorization": "Bearer " + ordersKey})
+		var tk struct {
+			Ticket string `json:"ticket"`
+		}
+		if err := json.Unmarshal(res.Body, &tk); err != nil || res.Status != 201 {
+			t.Fatalf("ticket: %d %s", res.Status, res.Body)
+		}
+		page := ts.do(t, "GET", "/v1/events?ticket="+tk.Ticket, "", map[string]string{"Authorization": ""})
+		got := []string{}
+		for _, ev := range decode[[]wireEvent](t, page) {
+			got = append(got, ev.Type)
+		}
+		if diff := cmp.Diff([]string{eventOrderPlaced}, got); diff != "" {
+			t.Errorf("the ticket's page mismatch (-want +got):\n%s", diff)
+		}
+	})
+}

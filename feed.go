@@ -550,11 +550,29 @@ func redeemTicket(ctx context.Context, st *store, kr keyring, now time.Time, tic
 	return keyEntry{}, errTicketNotValid
 }
 
-// readableTypes narrows a type filter to the event types the caller may
-// read. Every key may read every type until keys carry scopes.
+// readableTypes narrows a type filter (nil: every type) to the event types
+// whose resource the caller's key may read: pet.* with pets:read, order.*
+// with orders:read. A key that may read neither gets an empty filter, which
+// shows nothing.
 func readableTypes(ctx context.Context, types []string) []string {
-	return types
+	scopes := callerScopes(ctx)
+	if types == nil {
+		types = eventTypes[:]
+	}
+	readable := make([]string, 0, len(types))
+	for _, t := range types {
+		if scopes.has(readScopeOf[resourceOfEventType(t)]) {
+			readable = append(readable, t)
+		}
+	}
+	if len(readable) == len(eventTypes) {
+		return nil // every type: no filter to apply
+	}
+	return readable
 }
+
+// readScopeOf is the scope that reads each resource, and so its events.
+var readScopeOf = [numResources]scope{petsResource: scopePetsRead, ordersResource: scopeOrdersRead}
 
 // requireKeyOrTicket is auth for the feed: a request that carries a stream
 // ticket and no Authorization header is let through with the rights of the
@@ -574,6 +592,8 @@ func requireKeyOrTicket(f *feed, kr keyring, guard authGuard, auth func(http.Han
 			guard.refuse(w, r, f.log, errorf(codeUnauthorized, "the ticket is not valid: it is unknown, was used already (a ticket opens one stream) or expired (after 60 s); ask for a new one with POST /v1/events/tickets"), `Bearer realm="petstore", error="invalid_token"`)
 		case err != nil:
 			writeError(w, r, f.log, err)
+		case entry.expired(f.now()):
+			guard.refuse(w, r, f.log, errorf(codeUnauthorized, "the API key that asked for this ticket has expired (at %s); ask the operator for a new key", entry.expires.Format(time.RFC3339)), `Bearer error="invalid_token", error_description="the key has expired"`)
 		default:
 			admit(w, r, entry, next)
 		}

@@ -309,7 +309,7 @@ func TestDescribeBuild(t *testing.T) {
 		{
 			"go run records no revision, and the output says why",
 			&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "petstore", Version: "(devel)"}},
-			"petstore (devel), no VCS revision recorded (go run, or not built by the README's build command in a git clone), go1.26.8",
+			"petstore (devel), no VCS revision recorded (go run, or not built by the build command of docs/operations.md in a git clone), go1.26.8",
 		},
 	}
 	for _, tt := range tests {
@@ -426,15 +426,25 @@ func TestBuiltBinaryIsStaticAndStamped(t *testing.T) {
 
 func TestREADMEStaysTrue(t *testing.T) {
 	readme := readFile(t, "README.md")
-	t.Run("the README points at nothing outside the repository", func(t *testing.T) {
-		for _, outside := range []string{"../", "shared/seeds"} {
-			if strings.Contains(readme, outside) {
-				t.Errorf("README.md mentions %q", outside)
+	t.Run("the README and the guides point at nothing outside the repository", func(t *testing.T) {
+		for path, text := range docFiles(t) {
+			for _, outside := range []string{"../", "shared/seeds"} {
+				if strings.Contains(text, outside) {
+					t.Errorf("%s mentions %q", path, outside)
+				}
 			}
 		}
 	})
-	t.Run("the build command is the one the tests use, in the README and the systemd unit", func(t *testing.T) {
-		for _, file := range []string{"README.md", "deploy/petstore.service"} {
+	t.Run("the README's test command is the one .ci/run runs", func(t *testing.T) {
+		const testCommand = "go test -race -count=1 ./..."
+		for _, file := range []string{"README.md", ".ci/run"} {
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(testCommand) + `$`).MatchString(readFile(t, file)) {
+				t.Errorf("%s has no line %q", file, testCommand)
+			}
+		}
+	})
+	t.Run("the build command is the one the tests use, in docs/operations.md and the systemd unit", func(t *testing.T) {
+		for _, file := range []string{"docs/operations.md", "deploy/petstore.service"} {
 			if !strings.Contains(readFile(t, file), buildCommand) {
 				t.Errorf("%s does not give the build command %q", file, buildCommand)
 			}
@@ -450,9 +460,9 @@ func TestREADMEStaysTrue(t *testing.T) {
 		}
 	})
 	t.Run("the key file example is a valid key file of long keys", func(t *testing.T) {
-		m := regexp.MustCompile("(?s)```\n(# /etc/petstore/keys\n.*?)```").FindStringSubmatch(readme)
+		m := regexp.MustCompile("(?s)```\n(# /etc/petstore/keys\n.*?)```").FindStringSubmatch(readFile(t, "docs/keys.md"))
 		if m == nil {
-			t.Fatal("no key file example in README.md")
+			t.Fatal("no key file example in docs/keys.md")
 		}
 		entries, err := parseKeyFile(strings.NewReader(m[1]), testSecret)
 		if err != nil || len(entries) < 2 {

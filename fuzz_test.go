@@ -17,7 +17,7 @@ import (
 // The fuzz targets drive the real handler (newServer over a real SQLite
 // file) with arbitrary input in one part of a request. Whatever the input,
 // the answer is never a 5xx nor a panic, and every 4xx is the standard error
-// body. Their seed corpus runs as ordinary tests; see README.md for fuzzing.
+// body. Their seed corpus runs as ordinary tests; see docs/development.md for fuzzing.
 
 // serveDirect sends req to the handler of ts and returns the answer.
 func serveDirect(ts *testServer, req *http.Request) *httptest.ResponseRecorder {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -25,15 +26,37 @@ func handleHealthz() http.Handler {
 	})
 }
 
-// handleReadyz answers GET /readyz: 200 when the database answers a query
+// readyMaxAge is how old a readiness answer may be. /readyz needs no key, so
+// anyone may call it in a loop: asking the database each time let one
+// client halve the throughput of everyone else.
+const readyMaxAge = time.Second
+
+// handleReadyz answers GET /readyz: 200 when the database answered a query
 // within readyTimeout, 503 otherwise, so a load balancer stops sending
-// traffic to an instance that cannot serve it.
-func handleReadyz(log *slog.Logger, st *store) http.Handler {
+// traffic to an instance that cannot serve it. The answer comes from a check
+// at most readyMaxAge old by now; the checks run one at a time, and callers
+// that arrive during one wait for its result rather than start another.
+func handleReadyz(log *slog.Logger, st *store, now func() time.Time) http.Handler {
+	var (
+		mu      sync.Mutex
+		checked time.Time // when the last check started; zero before the first
+		err     error     // what it found
+	)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-		defer cancel()
-		if err := st.ping(ctx); err != nil {
-			log.WarnContext(r.Context(), "readiness check failed", "err", err)
+		mu.Lock()
+		if t := now(); checked.IsZero() || t.Sub(checked) >= readyMaxAge || t.Before(checked) {
+			// The check is not bound to this request: its result serves
+			// the others too, so this caller going away must not cut it.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), readyTimeout)
+			checked, err = t, st.ping(ctx)
+			cancel()
+			if err != nil {
+				log.WarnContext(r.Context(), "readiness check failed", "err", err)
+			}
+		}
+		failed := err
+		mu.Unlock()
+		if failed != nil {
 			writeError(w, r, log, errorf(codeUnavailable, "the database is not answering; the service cannot serve requests now"))
 			return
 		}

@@ -246,8 +246,8 @@ var testBinary struct {
 	err  error
 }
 
-// buildCommand is the README's build command, word for word (a test holds
-// the README and deploy/petstore.service to it): the binary the tests run is
+// buildCommand is the build command of docs/operations.md, word for word (a test holds
+// the guide and deploy/petstore.service to it): the binary the tests run is
 // built exactly as the one that ships.
 const buildCommand = "CGO_ENABLED=0 go build -trimpath -buildvcs=true -o petstore ."
 
@@ -1221,8 +1221,9 @@ func keepReading(t *testing.T, servers []*testServer, paths ...string) (stop fun
 }
 
 // sharedSecret is the secret file that the services a test starts on
-// PostgreSQL share, as a shop's replicas do (-secret-file is required there),
-// written once per test binary.
+// PostgreSQL share when a test names none (replicas may share a file, or
+// read the secret the database keeps: see secret_test.go), written once per
+// test binary.
 var sharedSecret struct {
 	once sync.Once
 	path string

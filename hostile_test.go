@@ -427,7 +427,7 @@ func TestRequestBodiesShareAMemoryBudget(t *testing.T) {
 	})
 }
 
-// bodyMemoryCeiling is the peak resident memory the README promises with 500
+// bodyMemoryCeiling is the peak resident memory docs/api.md promises with 500
 // clients each sending most of a 1 MiB body at once (the default budget of
 // request bodies, 32 MiB, is most of it).
 const bodyMemoryCeiling = 128 << 20

@@ -1,6 +1,6 @@
 // Command petstore serves a store's catalogue of animals over a JSON HTTP
 // API, kept in one SQLite file, or in PostgreSQL for several replicas. See
-// README.md for how to run it.
+// README.md for how to run it, and docs/ for the rest.
 package main
 
 import (
@@ -61,6 +61,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return runCopy(ctx, args[1:], stdout, stderr)
 		case "hash-key":
 			return hashKey(stdin, stdout)
+		case "keys":
+			return runKeys(args[1:], getenv, stdout, stderr)
 		case "version":
 			if len(args) > 1 {
 				return &configError{"arguments", fmt.Sprintf("unexpected %q after version", args[1])}
@@ -88,10 +90,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr io.Writer) error {
 	log := newLogger(cfg.logFormat, stderr)
 	keys := cfg.keys
-	if keys.configured() && len(keys.keys().entries) == 0 {
-		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
-	}
-	warnShortKeys(log, keys)
 
 	st, err := openStore(ctx, cfg.dbPath, cfg.dbMaxConns)
 	if err != nil {
@@ -102,6 +100,23 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		log.Warn("the database file can be read by other users than its owner; chmod 600 it (and its -wal and -shm files)",
 			"db", cfg.dbPath, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
+	if cfg.secretInDB {
+		// Every replica reads the one secret the database holds, so that
+		// they all give a key the same identity.
+		if cfg.secret, err = st.storedSecret(ctx); err != nil {
+			return &configError{settingName("secret-file"), err.Error()}
+		}
+		if keys, err = loadKeyring(cfg.apiKeys, cfg.apiKeysFile, cfg.secret); err != nil {
+			return err
+		}
+	}
+	// Warned once the keys are under their secret: an unlabelled key is
+	// named by its identity.
+	if keys.configured() && len(keys.keys().entries) == 0 {
+		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
+	}
+	warnShortKeys(log, keys)
+	warnExpiringKeys(log, keys, time.Now())
 	if st.schemaFrom != st.schemaVersion {
 		log.Info("database schema migrated", "db", redactDB(cfg.dbPath), "from", st.schemaFrom, "to", st.schemaVersion)
 	}
@@ -179,16 +194,31 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	// the line above stays exactly as tools parse it.
 	fmt.Fprintf(stdout, "petstore API reference on %s/docs\n", url)
 
+	// Reloads run apart from this loop: a key file on a hung network
+	// file system must not keep the loop from draining on SIGTERM. Signals
+	// that come while a reload runs make one more reload, which reads the
+	// file as it is by then.
+	reloads := make(chan struct{}, 1)
+	defer close(reloads)
+	go func() {
+		for range reloads {
+			if err := keys.reload(); err != nil {
+				log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
+				continue
+			}
+			log.Info("API keys reloaded", "keys", len(keys.keys().entries))
+			warnShortKeys(log, keys)
+			warnExpiringKeys(log, keys, time.Now())
+		}
+	}()
 	for ctx.Err() == nil {
 		select {
 		case err := <-serveErr:
 			return fmt.Errorf("serve: %w", err)
 		case <-hup:
-			if err := keys.reload(); err != nil {
-				log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
-			} else {
-				log.Info("API keys reloaded", "keys", len(keys.keys().entries))
-				warnShortKeys(log, keys)
+			select {
+			case reloads <- struct{}{}:
+			default: // a reload is pending already
 			}
 		case <-ctx.Done():
 		}
@@ -216,6 +246,24 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 func warnShortKeys(log *slog.Logger, keys keyring) {
 	for _, label := range keys.keys().shortKeys() {
 		log.Warn(fmt.Sprintf("an API key is shorter than %d characters, short enough to guess: it is accepted, but replace it with a long random one (openssl rand -base64 32)", minKeyLen), "caller", label)
+	}
+}
+
+// expiryWarning is how long before its expiry a key is warned about, at
+// start-up and on each reload.
+const expiryWarning = 7 * 24 * time.Hour
+
+// warnExpiringKeys logs a warning for each key that expires within
+// expiryWarning of now, or has expired, naming it by its label and id.
+func warnExpiringKeys(log *slog.Logger, keys keyring, now time.Time) {
+	for _, e := range keys.keys().entries {
+		switch {
+		case e.expires.IsZero() || e.expires.Sub(now) > expiryWarning:
+		case e.expired(now):
+			log.Warn("an API key has expired and is refused; remove its line from the key file", "caller", e.label, "id", e.shortID(), "expires", e.expires)
+		default:
+			log.Warn("an API key expires within 7 days; issue a new one (petstore keys new) and rotate its clients to it", "caller", e.label, "id", e.shortID(), "expires", e.expires)
+		}
 	}
 }
 
@@ -253,7 +301,7 @@ func printVersion(stdout io.Writer) error {
 // describeBuild says which build bi is: the module version, the VCS
 // revision with its commit time (and whether the tree had uncommitted
 // changes), and the Go release. The go command records the revision only in
-// `go build` from a git clone (see the README's build command); `go run`
+// `go build` from a git clone (see the build command of docs/operations.md); `go run`
 // records none, and says "(devel)" for the version.
 func describeBuild(bi *debug.BuildInfo) string {
 	if bi == nil {
@@ -274,7 +322,7 @@ func describeBuild(bi *debug.BuildInfo) string {
 			b.WriteString(" with uncommitted changes")
 		}
 	} else {
-		b.WriteString(", no VCS revision recorded (go run, or not built by the README's build command in a git clone)")
+		b.WriteString(", no VCS revision recorded (go run, or not built by the build command of docs/operations.md in a git clone)")
 	}
 	fmt.Fprintf(&b, ", %s", bi.GoVersion)
 	return b.String()
@@ -302,42 +350,84 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *fe
 	limiter := newRateLimiter(lim.rateLimit, lim.rateBurst, now)
 	// The rate limit runs after the key check: it is per key, and a caller
 	// without a valid key has no budget to spend. Such callers are
-	// throttled by their address instead (see authThrottle).
-	guard := authGuard{proxies: lim.trustedProxies, throttle: newAuthThrottle(lim.authFailures, now), failures: m.authFailed}
-	rated := func(h http.Handler) http.Handler { return limitRate(limiter, log, h) }
-	auth := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, rated(h)) }
-	// The feed's stream also opens with a ticket, for browsers.
-	authOrTicket := func(h http.Handler) http.Handler {
-		return requireKeyOrTicket(events, keys, guard, func(h http.Handler) http.Handler { return requireKey(keys, guard, log, h) }, rated(h))
+	// throttled by their address instead (see authThrottle). The scope is
+	// checked last, so that a key spends its budget on refused requests
+	// too.
+	guard := authGuard{proxies: lim.trustedProxies, throttle: newAuthThrottle(lim.authFailures, now), failures: m.authFailed, now: now}
+	keyed := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, h) }
+	auth := func(h http.Handler) http.Handler { return keyed(limitRate(limiter, log, h)) }
+	scoped := func(rt route) http.Handler {
+		h := limitRate(limiter, log, requireScope(rt.scope, m.keyForbidden, log, rt.handler))
+		if rt.tickets {
+			return requireKeyOrTicket(events, keys, guard, keyed, h)
+		}
+		return keyed(h)
 	}
-	addRoutes(mux, log, auth, authOrTicket, st, m, events, newIdempotency(st, lim.idempotencyTTL, now), now)
+	m.watchKeys(keys)
+	addRoutes(mux, scoped, routes(log, st, m, events, newIdempotency(st, lim.idempotencyTTL, now), now))
 	bodies := newBodyBudget(lim.maxBodyMemory)
 	m.watchBodyBudget(bodies)
 	return observe(log, m, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth))))
 }
 
-// addRoutes lists every route of the service. The health checks, the API
-// document and its reference page are the only routes without auth (and so
-// without a rate limit): probes, generators and a person's browser carry no
-// key. Every create goes through idempotent, which gives it Idempotency-Key.
-func addRoutes(mux *http.ServeMux, log *slog.Logger, auth, authOrTicket func(http.Handler) http.Handler, st *store, m *metrics, events *feed, idem *idempotency, now func() time.Time) {
-	mux.Handle("GET /healthz", handleHealthz())
-	mux.Handle("GET /readyz", handleReadyz(log, st))
-	mux.Handle("GET /metrics", auth(m.handler()))
-	mux.Handle("GET /v1/pets", auth(handleListPets(log, st)))
-	mux.Handle("POST /v1/pets", auth(idempotent(log, idem, createPet())))
-	mux.Handle("GET /v1/pets/{petId}", deprecated(m, auth(handleGetPet(log, st, now))))
-	mux.Handle("PATCH /v1/pets/{petId}", auth(handleUpdatePet(log, st)))
-	mux.Handle("DELETE /v1/pets/{petId}", auth(handleDeletePet(log, st)))
-	mux.Handle("GET /v1/store/orders", auth(handleListOrders(log, st)))
-	mux.Handle("POST /v1/store/orders", auth(idempotent(log, idem, placeOrder(now, m.orderPlaced))))
-	mux.Handle("GET /v1/store/orders/{orderId}", auth(handleGetOrder(log, st)))
-	mux.Handle("PATCH /v1/store/orders/{orderId}", auth(handleUpdateOrder(log, st, now, m.orderChanged)))
-	mux.Handle("GET /v1/events", authOrTicket(events.handleListEvents()))
-	mux.Handle("POST /v1/events/tickets", auth(events.handleCreateTicket()))
-	mux.Handle("GET /v1/openapi.json", handleOpenAPIDocument(openapiDocument))
+// route is one row of the service's route table: the mux pattern, the
+// operationId that the API document gives it ("" for a route outside the
+// document), the scope a key needs for it (noKey when it needs none), the
+// handler, what wraps it outside the key check, if anything, and whether a
+// stream ticket opens it as a key does (for a browser's EventSource, which
+// cannot send an Authorization header; see requireKeyOrTicket).
+type route struct {
+	pattern   string
+	operation string
+	scope     scope
+	handler   http.Handler
+	outer     func(http.Handler) http.Handler
+	tickets   bool
+}
+
+// routes is the service's route table: who may do what, on one screen.
+// Only the health checks, the API document and its reference page need no
+// key (and so have no rate limit): probes, generators and a person's
+// browser carry no key. Every create goes through idempotent, which gives
+// it Idempotency-Key; the deprecated getPet announces its successor; the
+// event feed also opens with a ticket.
+// TestRoutesAreTheDocumentsSecurity holds the scopes equal to the document's.
+func routes(log *slog.Logger, st *store, m *metrics, events *feed, idem *idempotency, now func() time.Time) []route {
 	reference := newReferenceSite()
-	mux.Handle("GET /docs", handleReferencePage(log, reference))
-	mux.Handle("GET /docs/{version}/{file}", handleReferenceFile(log, reference))
-	mux.Handle("GET /{$}", handleRoot())
+	deprecatedGetPet := func(h http.Handler) http.Handler { return deprecated(m, h) }
+	return []route{
+		{"GET /healthz", "getHealth", noKey, handleHealthz(), nil, false},
+		{"GET /readyz", "getReadiness", noKey, handleReadyz(log, st, now), nil, false},
+		{"GET /metrics", "getMetrics", scopeAll, m.handler(), nil, false},
+		{"GET /v1/pets", "listPets", scopePetsRead, handleListPets(log, st), nil, false},
+		{"POST /v1/pets", "createPet", scopePetsWrite, idempotent(log, idem, createPet()), nil, false},
+		{"GET /v1/pets/{petId}", "getPet", scopePetsRead, handleGetPet(log, st, now), deprecatedGetPet, false},
+		{"PATCH /v1/pets/{petId}", "updatePet", scopePetsWrite, handleUpdatePet(log, st), nil, false},
+		{"DELETE /v1/pets/{petId}", "deletePet", scopePetsWrite, handleDeletePet(log, st), nil, false},
+		{"GET /v1/store/orders", "listOrders", scopeOrdersRead, handleListOrders(log, st), nil, false},
+		{"POST /v1/store/orders", "placeOrder", scopeOrdersWrite, idempotent(log, idem, placeOrder(now, m.orderPlaced)), nil, false},
+		{"GET /v1/store/orders/{orderId}", "getOrder", scopeOrdersRead, handleGetOrder(log, st), nil, false},
+		{"PATCH /v1/store/orders/{orderId}", "updateOrder", scopeOrdersWrite, handleUpdateOrder(log, st, now, m.orderChanged), nil, false},
+		{"GET /v1/events", "listEvents", scopeEventsRead, events.handleListEvents(), nil, true},
+		{"POST /v1/events/tickets", "createEventTicket", scopeEventsRead, events.handleCreateTicket(), nil, false},
+		{"GET /v1/openapi.json", "getOpenAPIDocument", noKey, handleOpenAPIDocument(openapiDocument), nil, false},
+		{"GET /docs", "", noKey, handleReferencePage(log, reference), nil, false},
+		{"GET /docs/{version}/{file}", "", noKey, handleReferenceFile(log, reference), nil, false},
+		{"GET /{$}", "", noKey, handleRoot(), nil, false},
+	}
+}
+
+// addRoutes registers every route of the table, each behind the key check
+// and its scope (scoped) unless it needs no key.
+func addRoutes(mux *http.ServeMux, scoped func(route) http.Handler, table []route) {
+	for _, rt := range table {
+		h := rt.handler
+		if rt.scope != noKey {
+			h = scoped(rt)
+		}
+		if rt.outer != nil {
+			h = rt.outer(h)
+		}
+		mux.Handle(rt.pattern, h)
+	}
 }

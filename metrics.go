@@ -21,6 +21,7 @@ type metrics struct {
 	deprecated *prometheus.CounterVec
 	orders     *prometheus.CounterVec
 	authFails  *prometheus.CounterVec
+	forbidden  *prometheus.CounterVec
 
 	// byRoute keeps each route's and status's counter and histogram once
 	// found, so that a request costs one map lookup, not the labels'
@@ -72,11 +73,15 @@ func newMetrics(st *store) *metrics {
 			Name: "petstore_auth_failures_total",
 			Help: "Requests without a valid API key, by answer: unauthorized (401), invalid_header (400, two Authorization headers) or throttled (429, too many from one address). Their access log lines are sampled; this counts them all.",
 		}, []string{"answer"}),
+		forbidden: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petstore_forbidden_total",
+			Help: "Requests with a valid API key refused 403 (outcome forbidden) for lacking the operation's scope, by caller label and the scope lacked.",
+		}, []string{"caller", "scope"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.duration, m.deprecated, m.orders, m.authFails,
+		m.requests, m.duration, m.deprecated, m.orders, m.authFails, m.forbidden,
 		petsCollector{st: st, desc: prometheus.NewDesc("petstore_pets",
 			"Pets stored, by status.", []string{"status"}, nil)},
 		idempotencyCollector{st: st, desc: prometheus.NewDesc("petstore_idempotency_records",
@@ -113,6 +118,40 @@ func (m *metrics) watchConns(cl *connLimiter) {
 			Help: "Connections without a request in progress closed to make room for a new one, the cap of open connections being reached.",
 		}, func() float64 { return float64(cl.shed.Load()) }),
 	)
+}
+
+// watchKeys reports when each API key of kr that expires does: an alert can
+// fire days before a client is locked out. Keys are named by label and id
+// (see keyEntry.shortID), never by anything derived from the key alone.
+func (m *metrics) watchKeys(kr keyring) {
+	m.registry.MustRegister(keyExpiryCollector{keys: kr, desc: prometheus.NewDesc("petstore_api_key_expiry_timestamp_seconds",
+		"When each API key that expires does, in seconds since 1970 (UTC), by its caller label and id; keys that never expire are not listed.",
+		[]string{"caller", "id"}, nil)})
+}
+
+// keyExpiryCollector reports the expiry of the current keys at each scrape,
+// so that a reload shows at once.
+type keyExpiryCollector struct {
+	keys keyring
+	desc *prometheus.Desc
+}
+
+func (c keyExpiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c keyExpiryCollector) Collect(ch chan<- prometheus.Metric) {
+	seen := map[string]bool{} // a key listed twice is reported once
+	for _, e := range c.keys.keys().entries {
+		if e.expires.IsZero() || seen[e.label+" "+e.shortID()] {
+			continue
+		}
+		seen[e.label+" "+e.shortID()] = true
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(e.expires.Unix()), e.label, e.shortID())
+	}
+}
+
+// keyForbidden counts a request refused for lacking a scope.
+func (m *metrics) keyForbidden(caller string, need scope) {
+	m.forbidden.WithLabelValues(caller, string(need)).Inc()
 }
 
 // authFailed counts a request without a valid key by its answer.

@@ -26,12 +26,16 @@ type requestInfo struct {
 	// it came from (see clientAddr), logged with it.
 	authFailed bool
 	client     string
-	// keyID is the identity of the API key that authenticated the request
-	// (see keyIdentity), when keyed says one did. It is kept here, not in
-	// a context value of its own, so that admitting a request costs no
-	// copy of it.
-	keyID [sha256.Size]byte
-	keyed bool
+	// forbidden says the key was valid but lacked the operation's scope
+	// (see requireScope): the access log's outcome is "forbidden".
+	forbidden bool
+	// keyID and scopes are the identity and the scopes of the API key that
+	// authenticated the request (see keyIdentity and callerScopes), when
+	// keyed says one did. They are kept here, not in context values of
+	// their own, so that admitting a request costs no copy of it.
+	keyID  [sha256.Size]byte
+	scopes scopeSet
+	keyed  bool
 }
 
 // observedRequest is what observe keeps of one request, made in one
@@ -156,9 +160,13 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 			slog.Duration("duration", elapsed),
 			slog.String("request_id", info.id),
 			slog.String("caller", info.caller),
-			{}, {}, // the client and the unlogged count of a failed authentication
+			{}, {}, // the client and the unlogged count of a failed authentication, or the outcome of a 403
 		}
 		n := len(attrs) - 2
+		if info.forbidden {
+			attrs[n] = slog.String("outcome", "forbidden")
+			n++
+		}
 		if info.authFailed {
 			attrs[n] = slog.String("client", info.client)
 			attrs[n+1] = slog.Int64("unlogged_auth_failures", unlogged.Swap(0))

@@ -15,7 +15,7 @@ import (
 //go:embed openapi.json
 var openapiDocument string
 
-// The Go client in ./client is generated from the document; see README.md,
+// The Go client in ./client is generated from the document; see docs/api.md,
 // "API document and clients". TestGeneratedClientIsUpToDate fails when it is
 // stale.
 //go:generate go tool oapi-codegen -config client/oapi-codegen.yaml openapi.json

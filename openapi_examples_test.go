@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -119,6 +121,7 @@ func TestOpenAPIExamples(t *testing.T) {
 	pet := ex.response("getPet", 200)
 	order := ex.response("placeOrder", 201)
 	listed := ex.response("listPets", 200).([]any)
+	events := ex.response("listEvents", 200).([]any)
 	listedIDs := map[any]bool{}
 	for _, p := range listed {
 		listedIDs[p.(map[string]any)["id"]] = true
@@ -151,6 +154,12 @@ func TestOpenAPIExamples(t *testing.T) {
 		{"updateOrder's two media types carry the same change", ex.request("updateOrder", "application/json"), ex.request("updateOrder", "application/merge-patch+json")},
 		{"the two creates carry different Idempotency-Keys: a key names one request", false,
 			cmp.Equal(ex.parameter("createPet", "Idempotency-Key"), ex.parameter("placeOrder", "Idempotency-Key"))},
+		{"listEvents shows the order placeOrder placed, then as updateOrder delivered it", []any{order, ex.response("updateOrder", 200)}, fieldOf(events, "data")},
+		{"listEvents' events happened when the order was placed, then delivered",
+			[]any{order.(map[string]any)["placedAt"], ex.response("updateOrder", 200).(map[string]any)["updatedAt"]}, fieldOf(events, "occurredAt")},
+		{"listEvents' stream example carries the events of its JSON example", events, streamExampleEvents(t, ex)},
+		{"createEventTicket's ticket expires 60 s after the order was delivered, the story's last instant",
+			mustTimestamp(t, ex.response("updateOrder", 200), "updatedAt").Add(ticketTTL), mustTimestamp(t, ex.response("createEventTicket", 201), "expiresAt")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -159,6 +168,21 @@ func TestOpenAPIExamples(t *testing.T) {
 			}
 		})
 	}
+}
+
+// streamExampleEvents decodes the events in the data lines of listEvents'
+// text/event-stream example (a bookmark's data, {}, is no event).
+func streamExampleEvents(t *testing.T, ex documentExamples) []any {
+	t.Helper()
+	_, op := ex.operation("listEvents")
+	example, _ := op.Responses.Status(http.StatusOK).Value.Content.Get(eventStreamType).Example.(string)
+	var events []any
+	for line := range strings.Lines(example) {
+		if data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "data: "); ok && data != "{}" {
+			events = append(events, decodeJSON(t, []byte(data)))
+		}
+	}
+	return events
 }
 
 // documentExamples finds the examples of the operations, by operationId.
@@ -330,18 +354,31 @@ func TestOpenAPIExamplesAreWhatTheServiceAnswers(t *testing.T) {
 	doc := loadContract(t)
 	ex := documentExamples{t: t, doc: doc}
 	clock := &fakeClock{t: time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)}
-	ts := newTestServer(t, withClock(clock.now))
+	// The stream's example ends with a keep-alive: a short heartbeat sends
+	// it soon after the events.
+	ts := newTestServer(t, withClock(clock.now), withFeed(feedConfig{heartbeat: 50 * time.Millisecond, retention: defaultEventsRetention, maxStreams: defaultEventsMaxStreams}))
+	ts.Store.now = clock.now // the events' occurredAt
 	setClock := func(v any, name string) func() { return func() { clock.set(mustTimestamp(t, v, name)) } }
 
 	// The story: Rex is added; Tom joins him (he is in listPets' example);
 	// the pets are listed and Rex is looked at; Tom is ordered, the order
 	// looked at, listed and delivered; Rex changes category, then leaves
-	// the store.
+	// the store; the feed, read for the order's events after the two pets'
+	// creation, shows the order placed and delivered, as a page and as a
+	// stream (which then bookmarks the pets' events it skipped); a ticket
+	// is issued. Dredd replays the same operations in the document's order,
+	// on a store seeded with listPets' pets, and compares the page's
+	// structure with the example's: the order's two events come out the
+	// same there.
 	steps := []struct {
 		operation string
 		mediaType string // of the request body, "" for none
+		accept    string // the media type of the answer asked for, "" for JSON
 		status    int
 		before    func() // sets the clock
+		// random names the fields of the answer that are random (a
+		// ticket): the answer must hold a valid value, not the example's.
+		random []string
 	}{
 		{operation: "createPet", mediaType: "application/json", status: 201},
 		{operation: "listPets", status: 200, before: func() { addListedPets(t, ts, ex) }},
@@ -354,6 +391,9 @@ func TestOpenAPIExamplesAreWhatTheServiceAnswers(t *testing.T) {
 		{operation: "updatePet", mediaType: "application/merge-patch+json", status: 200},
 		{operation: "updatePet", mediaType: "application/json", status: 200},
 		{operation: "deletePet", status: 204},
+		{operation: "listEvents", status: 200},
+		{operation: "listEvents", accept: eventStreamType, status: 200},
+		{operation: "createEventTicket", status: 201, random: []string{"ticket"}},
 		{operation: "getHealth", status: 200},
 		{operation: "getReadiness", status: 200},
 	}
@@ -362,11 +402,19 @@ func TestOpenAPIExamplesAreWhatTheServiceAnswers(t *testing.T) {
 		if step.mediaType != "" {
 			name = step.operation + " with its " + step.mediaType + " example"
 		}
+		if step.accept != "" {
+			name += ", asked for " + step.accept + ","
+		}
 		ok := t.Run(fmt.Sprintf("%s answers its %d example", name, step.status), func(t *testing.T) {
 			if step.before != nil {
 				step.before()
 			}
 			method, target, body, header := ex.exampleRequest(step.operation, step.mediaType)
+			if step.accept == eventStreamType {
+				header["Accept"] = step.accept
+				wantStreamExample(t, ts, ex, step.operation, method, target, header)
+				return
+			}
 			res := ts.do(t, method, target, body, header)
 			if res.Status != step.status {
 				t.Fatalf("%s %s: status %d, want %d; body %s", method, target, res.Status, step.status, res.Body)
@@ -374,7 +422,19 @@ func TestOpenAPIExamplesAreWhatTheServiceAnswers(t *testing.T) {
 			if step.status == http.StatusNoContent {
 				return
 			}
-			if diff := cmp.Diff(ex.response(step.operation, step.status), decodeJSON(t, res.Body)); diff != "" {
+			got := decodeJSON(t, res.Body)
+			if len(step.random) > 0 {
+				_, op := ex.operation(step.operation)
+				schema := op.Responses.Status(step.status).Value.Content.Get("application/json").Schema
+				if err := schema.Value.VisitJSON(got, openapi3.EnableJSONSchema2020()); err != nil {
+					t.Errorf("the answer %s does not match the schema: %v", res.Body, err)
+				}
+				example, _ := ex.response(step.operation, step.status).(map[string]any)
+				for _, field := range step.random {
+					got = withFields(got, field, example[field])
+				}
+			}
+			if diff := cmp.Diff(ex.response(step.operation, step.status), got); diff != "" {
 				t.Errorf("%s %s: answer mismatch (-example +service):\n%s", method, target, diff)
 			}
 		})
@@ -402,6 +462,38 @@ func TestOpenAPIExamplesAreWhatTheServiceAnswers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// wantStreamExample opens the stream of the operation's example request
+// and compares its first bytes, as many as the text/event-stream example
+// has, with that example: the stream never ends, so the example shows its
+// start. The example ends with a keep-alive, which the stream sends after
+// its heartbeat of silence.
+func wantStreamExample(t *testing.T, ts *testServer, ex documentExamples, id, method, target string, header map[string]string) {
+	t.Helper()
+	_, op := ex.operation(id)
+	example, _ := op.Responses.Status(http.StatusOK).Value.Content.Get(eventStreamType).Example.(string)
+	if example == "" {
+		t.Fatalf("%s has no %s example", id, eventStreamType)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req := newRequest(t, ts.URL, method, target, "", header).WithContext(ctx)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != eventStreamType {
+		t.Fatalf("%s %s: status %d, Content-Type %q; want 200 and a stream; body %s", method, target, res.StatusCode, res.Header.Get("Content-Type"), readResponse(t, res).Body)
+	}
+	got := make([]byte, len(example))
+	if _, err := io.ReadFull(res.Body, got); err != nil {
+		t.Fatalf("reading the stream: %v; read %q", err, got)
+	}
+	if diff := cmp.Diff(strings.Split(example, "\n"), strings.Split(string(got), "\n")); diff != "" {
+		t.Errorf("%s %s: the stream's start mismatch (-example +service):\n%s", method, target, diff)
+	}
 }
 
 // addListedPets adds, through the API, the pets of listPets' example that
@@ -475,6 +567,10 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 	}
 	broken := newTestServer(t)
 	broken.Store.Close()
+	pruned := prunedServer(t)
+	// The example's cap is the default, 100 streams a key.
+	streaming := newTestServer(t)
+	holdStreams(t, streaming, defaultEventsMaxStreams)
 	readOnly := newTestServer(t)
 	readOnly.setReadOnly(t, true)
 	unreachable, haveUnreachable := unreachableServer(t)
@@ -484,6 +580,8 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 	big := `{"name":"Rex","categoryId":1}`
 	big += strings.Repeat(" ", 1_100_000-len(big))
 	getPet := func(status int) string { return fmt.Sprintf("getPet (GET /pets/{petId}) %d application/json", status) }
+	listEvents := func(status int) string { return fmt.Sprintf("listEvents (GET /events) %d application/json", status) }
+	stream := map[string]string{"Accept": eventStreamType}
 	component := func(name string) string { return "#/components/responses/" + name + " application/json" }
 	unrouted := func(status int) string { return fmt.Sprintf("%s %d application/json", unroutedKey, status) }
 	tests := []struct {
@@ -529,6 +627,12 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 		{site: component("CannotWrite"), ts: readOnly, method: "POST", path: "/v1/pets", body: `{"name":"Rex","categoryId":1}`},
 		{site: component("DatabaseUnreachable"), ts: unreachable, method: "GET", path: "/v1/pets"},
 		{site: getPet(503), ts: unreachable, method: "GET", path: "/v1/pets/1"},
+		{site: listEvents(400), ts: placed, method: "GET", path: "/v1/events?type=pet.born"},
+		{site: listEvents(401), ts: placed, method: "GET", path: "/v1/events?ticket=NOSUCHTICKET", header: noKey},
+		{site: listEvents(410), ts: pruned, method: "GET", path: "/v1/events?after=2"},
+		{site: listEvents(429), ts: streaming, method: "GET", path: "/v1/events", header: stream},
+		{site: listEvents(503), ts: unreachable, method: "GET", path: "/v1/events"},
+		{site: "createEventTicket (POST /events/tickets) 400 application/json", ts: placed, method: "POST", path: "/v1/events/tickets", body: `{}`},
 		{site: unrouted(404), ts: placed, method: "GET", path: "/v1/cats"},
 		{site: unrouted(405), ts: placed, method: "DELETE", path: "/v1/pets"},
 	}
@@ -538,9 +642,36 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 			examples[s.where] = s.example
 		}
 	}
+	// Each operation's 403 names its scope: a key holding only
+	// webhooks:write, which no operation of the document needs, gets them all.
+	narrow := newServerWithKeyFile(t, testKey+" narrow scopes=webhooks:write\n", time.Now)
+	for _, op := range []struct{ site, method, path, body string }{
+		{"listPets (GET /pets)", "GET", "/v1/pets", ""},
+		{"createPet (POST /pets)", "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`},
+		{"getPet (GET /pets/{petId})", "GET", "/v1/pets/1", ""},
+		{"updatePet (PATCH /pets/{petId})", "PATCH", "/v1/pets/1", `{"name":"Rex"}`},
+		{"deletePet (DELETE /pets/{petId})", "DELETE", "/v1/pets/1", ""},
+		{"listOrders (GET /store/orders)", "GET", "/v1/store/orders", ""},
+		{"placeOrder (POST /store/orders)", "POST", "/v1/store/orders", `{"petId":1}`},
+		{"getOrder (GET /store/orders/{orderId})", "GET", "/v1/store/orders/1", ""},
+		{"updateOrder (PATCH /store/orders/{orderId})", "PATCH", "/v1/store/orders/1", `{"status":"delivered"}`},
+		{"getMetrics (GET /metrics)", "GET", "/metrics", ""},
+		{"listEvents (GET /events)", "GET", "/v1/events", ""},
+		{"createEventTicket (POST /events/tickets)", "POST", "/v1/events/tickets", ""},
+	} {
+		tests = append(tests, struct {
+			site   string
+			ts     *testServer
+			method string
+			path   string
+			body   string
+			header map[string]string
+			twice  bool
+		}{site: op.site + " 403 application/json", ts: narrow, method: op.method, path: op.path, body: op.body})
+	}
 	var covered []string
 	for _, tt := range tests {
-		if (tt.site == component("DatabaseUnreachable") || tt.site == getPet(503)) && !haveUnreachable {
+		if (tt.site == component("DatabaseUnreachable") || tt.site == getPet(503) || tt.site == listEvents(503)) && !haveUnreachable {
 			covered = append(covered, tt.site) // recorded by unreachableServer, for the end of the run
 			continue
 		}

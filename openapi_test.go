@@ -10,15 +10,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestOpenAPIDocument(t *testing.T) {
 	doc := loadContract(t) // fails unless the document is valid OpenAPI 3.1
 
-	t.Run("the document is version 1.1.0 of the interface", func(t *testing.T) {
-		if doc.Info.Version != "1.1.0" {
-			t.Errorf("info.version = %q, want 1.1.0", doc.Info.Version)
+	t.Run("the document is version 1.2.0 of the interface", func(t *testing.T) {
+		if doc.Info.Version != "1.2.0" {
+			t.Errorf("info.version = %q, want 1.2.0", doc.Info.Version)
 		}
 	})
 	t.Run("operations carry the interface's operationIds", func(t *testing.T) {
@@ -38,6 +39,8 @@ func TestOpenAPIDocument(t *testing.T) {
 			"POST /store/orders":            "placeOrder",
 			"GET /store/orders/{orderId}":   "getOrder",
 			"PATCH /store/orders/{orderId}": "updateOrder",
+			"GET /events":                   "listEvents",
+			"POST /events/tickets":          "createEventTicket",
 			"GET /openapi.json":             "getOpenAPIDocument",
 			"GET /healthz":                  "getHealth",
 			"GET /readyz":                   "getReadiness",
@@ -78,6 +81,26 @@ func TestOpenAPIDocument(t *testing.T) {
 		slices.Sort(open)
 		if diff := cmp.Diff([]string{"getHealth", "getOpenAPIDocument", "getReadiness"}, open); diff != "" {
 			t.Errorf("operations without a key mismatch (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("only listEvents also opens with a stream ticket, in the query", func(t *testing.T) {
+		s := doc.Components.SecuritySchemes["eventTicket"]
+		if s == nil || s.Value.Type != "apiKey" || s.Value.In != "query" || s.Value.Name != "ticket" {
+			t.Fatalf("no apiKey scheme in the query named eventTicket: %+v", s)
+		}
+		// Every other operation's security names bearerAuth alone, with
+		// its scope (TestRoutesAreTheDocumentsSecurity checks the scopes).
+		got := map[string]string{}
+		for _, item := range doc.Paths.Map() {
+			for _, op := range item.Operations() {
+				if op.Security != nil && slices.ContainsFunc(*op.Security, func(r openapi3.SecurityRequirement) bool { return r["eventTicket"] != nil }) {
+					got[op.OperationID] = mustJSON(t, op.Security)
+				}
+			}
+		}
+		want := map[string]string{"listEvents": `[{"bearerAuth":["events:read"]},{"eventTicket":[]}]`}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("operations with their own security mismatch (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("every error code of the document is one the service has", func(t *testing.T) {

@@ -552,10 +552,10 @@ func TestListPetsByID(t *testing.T) {
 	}
 }
 
-// TestAPetIsNeverSoldTwice sends many concurrent orders for each of a few
-// pets: exactly one per pet is placed, every other is 409, and each pet is
-// pending with its one order.
-func TestAPetIsNeverSoldTwice(t *testing.T) {
+// TestConcurrentOrdersForOnePetPlaceExactlyOne sends many concurrent orders
+// for each of a few pets: exactly one per pet is placed, every other is 409,
+// and each pet is pending with its one order (see also TestWhatHoldsOfASale).
+func TestConcurrentOrdersForOnePetPlaceExactlyOne(t *testing.T) {
 	ts := newTestServer(t)
 	const pets, clients = 4, 25
 	var ids []int64
@@ -604,5 +604,78 @@ func TestTheDatabaseRefusesASecondPlacedOrder(t *testing.T) {
 	}
 	if err := ts.exec(t, "DELETE FROM pets WHERE id = ?", p.ID); err == nil {
 		t.Errorf("the database deleted a pet that an order names")
+	}
+}
+
+// salesRule is the sentence of docs/api.md that says what holds of a sale;
+// TestWhatHoldsOfASale holds the service to it, and the docs to the test.
+const salesRule = "of any number of concurrent orders for one pet, exactly one is placed and the others get 409 " +
+	"`pet_not_available`; the database itself holds at most one placed order per pet; and a sold pet that " +
+	"updatePet makes `available` again (a returned animal) can be ordered and delivered again, so a pet may " +
+	"have several delivered orders, one per sale."
+
+// TestWhatHoldsOfASale checks each part of salesRule on one pet: concurrent
+// orders place exactly one; the database refuses a second placed order; and
+// a pet sold, returned (PATCHed to available) and sold again has two
+// delivered orders.
+func TestWhatHoldsOfASale(t *testing.T) {
+	if !strings.Contains(strings.Join(strings.Fields(readFile(t, "docs/api.md")), " "), salesRule) {
+		t.Errorf("docs/api.md does not say, word for word: %s", salesRule)
+	}
+	ts := newTestServer(t)
+	p := ts.createPet(t, "Rex", 1, "")
+
+	const clients = 16
+	statuses := make([]int, clients)
+	orders := make([]orderJSON, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			res := ts.do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, p.ID), nil)
+			statuses[c] = res.Status
+			if res.Status == http.StatusCreated {
+				orders[c] = decode[orderJSON](t, res)
+			}
+		})
+	}
+	wg.Wait()
+	counts := map[int]int{}
+	var first orderJSON
+	for c, s := range statuses {
+		counts[s]++
+		if s == http.StatusCreated {
+			first = orders[c]
+		}
+	}
+	if diff := cmp.Diff(map[int]int{http.StatusCreated: 1, http.StatusConflict: clients - 1}, counts); diff != "" {
+		t.Fatalf("concurrent orders for one pet: statuses mismatch (-want +got):\n%s", diff)
+	}
+	if err := ts.exec(t, "INSERT INTO orders (pet_id, status, placed_at, updated_at) VALUES (?, 'placed', 0, 0)", p.ID); err == nil {
+		t.Errorf("the database accepted a second placed order for pet %d", p.ID)
+	}
+
+	if res := ts.setOrder(t, first.ID, "delivered"); res.Status != http.StatusOK {
+		t.Fatalf("deliver order %d: status %d %s", first.ID, res.Status, res.Body)
+	}
+	// The animal comes back: its status is free again once no order is
+	// placed.
+	if res := ts.do(t, "PATCH", fmt.Sprintf("/v1/pets/%d", p.ID), `{"status":"available"}`, nil); res.Status != http.StatusOK {
+		t.Fatalf("PATCH the sold pet to available: status %d %s", res.Status, res.Body)
+	}
+	second := ts.placeOrder(t, p.ID)
+	if res := ts.setOrder(t, second.ID, "delivered"); res.Status != http.StatusOK {
+		t.Fatalf("deliver order %d: status %d %s", second.ID, res.Status, res.Body)
+	}
+	var delivered []int64
+	for _, o := range listAll[orderJSON](t, ts.URL, "/v1/store/orders?status=delivered", nil, nil) {
+		if o.PetID == p.ID {
+			delivered = append(delivered, o.ID)
+		}
+	}
+	if diff := cmp.Diff([]int64{first.ID, second.ID}, delivered); diff != "" {
+		t.Errorf("delivered orders of pet %d (-want +got):\n%s", p.ID, diff)
+	}
+	if got := ts.petNow(t, p.ID); len(got) != 1 || got[0].Status != "sold" {
+		t.Errorf("pet %d after its second sale: %v, want sold", p.ID, got)
 	}
 }

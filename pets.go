@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 )
 
-// Rules of pets; the README's decision table states each of them.
+// Rules of pets; the decision table of docs/api.md states each of them.
 const (
 	maxNameRunes    = 100
 	statusAvailable = "available"

@@ -23,7 +23,7 @@ import (
 // query of a list (parseListQuery). The resources' own rules (what a name
 // may hold, which statuses exist) are in their handler files.
 
-// Limits of requests; the README's decision table states each of them.
+// Limits of requests; the decision table of docs/api.md states each of them.
 const (
 	defaultLimit = 20
 	maxLimit     = 100

@@ -56,6 +56,11 @@ CREATE TABLE idempotency_record_counts (
     n     INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 
+CREATE TABLE key_identity_secret (
+    id     INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+    secret TEXT    NOT NULL CHECK (length(secret) >= 32)
+) STRICT;
+
 CREATE TABLE orders (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
     -- No ON DELETE: a pet that an order names cannot be deleted, so the sales

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // The service's secret keys the HMAC that turns an API key's digest into the
@@ -44,21 +45,33 @@ func loadSecret(file, dbPath string) ([]byte, error) {
 			return nil, fmt.Errorf("cannot create the secret file %s: %v", file, err)
 		}
 	}
-	f, err := os.Open(file)
+	return readSecret(file)
+}
+
+// readSecret reads the secret kept in file, refusing a file that others
+// could read, write or replace.
+func readSecret(file string) ([]byte, error) {
+	f, err := openRegular(file)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the secret file %s: %v", file, errors.Unwrap(err))
+		if errors.As(err, new(syscall.Errno)) {
+			return nil, fmt.Errorf("cannot read the secret file %s: %v", file, errors.Unwrap(err))
+		}
+		return nil, fmt.Errorf("the secret file %s %w", file, err)
 	}
 	defer f.Close()
+	// Its group may read it (a service's group), never write it; other
+	// users may do neither: with the secret, the identities stored with the
+	// idempotency records can be tested against guessed keys offline. Nor
+	// may another user own it or a directory above it (see
+	// checkPrivateFile), who could replace it.
+	if err := checkPrivateFile(file, f, 0o022); err != nil {
+		return nil, fmt.Errorf("the secret file %s %w; refusing it", file, err)
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the secret file %s: %v", file, errors.Unwrap(err))
 	}
-	// Its group may read it (a service's group), never write it; other
-	// users may do neither: with the secret, the identities stored with the
-	// idempotency records can be tested against guessed keys offline.
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		return nil, fmt.Errorf("the secret file %s can be written by its group or by other users (mode %04o); refusing it (chmod go-w %s)", file, perm, file)
-	} else if perm&0o004 != 0 {
+	if perm := fi.Mode().Perm(); perm&0o004 != 0 {
 		return nil, fmt.Errorf("the secret file %s can be read by other users (mode %04o); refusing it (chmod o-r %s)", file, perm, file)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretFileLen+1))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,23 +99,14 @@ type store struct {
 	writer  *sql.DB
 	reader  *sql.DB
 
-	insertPet        *sql.Stmt
-	selectPet        *sql.Stmt
-	selectPetTx      *sql.Stmt // selectPet on the writer, inside a write
-	updatePetStmt    *sql.Stmt
-	deletePetStmt    *sql.Stmt
-	listAll          *sql.Stmt
-	listByState      *sql.Stmt
-	listByID         *sql.Stmt
-	listByIDAndState *sql.Stmt
-	hasPets          *sql.Stmt
-	orderStmts       orderStatements
-	eventStmts       eventStatements
-	idemStmts        idempotencyStatements
-	savepoint        *sql.Stmt
-	release          *sql.Stmt
-	rollbackTo       *sql.Stmt
-	prepared         []*sql.Stmt // every statement above, to close
+	// The prepared statements, declared by each concern's file with the
+	// SQL they run.
+	petStmts   petStatements
+	orderStmts orderStatements
+	eventStmts eventStatements
+	idemStmts  idempotencyStatements
+	writeStmts writeStatements
+	prepared   []*sql.Stmt // every statement above, to close
 
 	// schemaFrom is the schema version the database had when opened, and
 	// schemaVersion the one it has now (see migrate).
@@ -236,53 +228,20 @@ func newStore(ctx context.Context, d dialect, name string, writer, reader *sql.D
 	return s, nil
 }
 
+// statement is a statement to prepare: its SQL, the pool it runs on, and
+// where the prepared statement goes.
+type statement struct {
+	db    *sql.DB
+	dst   **sql.Stmt
+	query string
+}
+
 // prepare compiles the statements once, so a request does not parse SQL.
+// Each concern declares its own (statements methods in store_*.go and
+// write.go).
 func (s *store) prepare(ctx context.Context) error {
-	stmts := []struct {
-		db    *sql.DB
-		dst   **sql.Stmt
-		query string
-	}{
-		{s.writer, &s.insertPet, sqlInsertPet},
-		{s.reader, &s.selectPet, sqlSelectPet},
-		{s.writer, &s.selectPetTx, sqlSelectPet},
-		{s.writer, &s.updatePetStmt, sqlUpdatePet},
-		{s.writer, &s.deletePetStmt, sqlDeletePet},
-		{s.writer, &s.hasPets, sqlHasPets},
-		{s.reader, &s.listAll, sqlListPets},
-		{s.reader, &s.listByState, sqlListPetsByStatus},
-		{s.reader, &s.listByID, s.dialect.listPetsByID(false)},
-		{s.reader, &s.listByIDAndState, s.dialect.listPetsByID(true)},
-		{s.writer, &s.orderStmts.insert, sqlInsertOrder},
-		{s.reader, &s.orderStmts.selectOne, sqlSelectOrder},
-		{s.writer, &s.orderStmts.selectOneTx, sqlSelectOrder},
-		{s.writer, &s.orderStmts.update, sqlUpdateOrder},
-		{s.writer, &s.orderStmts.claimPet, sqlClaimPet},
-		{s.writer, &s.orderStmts.settlePet, sqlSettlePet},
-		{s.writer, &s.orderStmts.placedOf, sqlPlacedOrderOf},
-		{s.writer, &s.orderStmts.countOf, sqlCountOrdersOf},
-		{s.writer, &s.orderStmts.petStatusOf, sqlPetStatusOfOne},
-		{s.reader, &s.idemStmts.lookup, sqlLookupIdempotencyKey},
-		{s.writer, &s.idemStmts.lookupTx, sqlLookupIdempotencyKey},
-		{s.writer, &s.idemStmts.record, sqlRecordIdempotencyKey},
-		{s.writer, &s.idemStmts.prune, sqlPruneIdempotencyKeys},
-		{s.writer, &s.eventStmts.insert, s.dialect.insertEvents()},
-		{s.reader, &s.eventStmts.list, sqlListEvents},
-		{s.reader, &s.eventStmts.listOfTypes, s.dialect.listEventsOfTypes()},
-		{s.reader, &s.eventStmts.end, sqlEventsEnd},
-		{s.writer, &s.eventStmts.prunable, sqlPrunableEvents},
-		{s.writer, &s.eventStmts.prune, sqlPruneEvents},
-		{s.writer, &s.eventStmts.markPruned, sqlMarkPruned},
-		{s.writer, &s.eventStmts.insertTicket, sqlInsertTicket},
-		{s.writer, &s.eventStmts.takeTicket, sqlTakeTicket},
-		{s.writer, &s.eventStmts.pruneTickets, sqlPruneTickets},
-		{s.reader, &s.orderStmts.list, sqlListOrders},
-		{s.reader, &s.orderStmts.listByState, sqlListOrdersByStatus},
-		{s.writer, &s.savepoint, "SAVEPOINT job"},
-		{s.writer, &s.release, "RELEASE job"},
-		{s.writer, &s.rollbackTo, "ROLLBACK TO job"},
-	}
-	for _, st := range stmts {
+	for _, st := range slices.Concat(s.petStmts.statements(s), s.orderStmts.statements(s), s.eventStmts.statements(s),
+		s.idemStmts.statements(s), s.writeStmts.statements(s)) {
 		stmt, err := st.db.PrepareContext(ctx, s.dialect.sql(st.query))
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", st.query, err)

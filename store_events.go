@@ -70,6 +70,22 @@ type eventStatements struct {
 	insertTicket, takeTicket, pruneTickets                      *sql.Stmt
 }
 
+// statements declares the events' statements for prepare.
+func (es *eventStatements) statements(s *store) []statement {
+	return []statement{
+		{s.writer, &es.insert, s.dialect.insertEvents()},
+		{s.reader, &es.list, sqlListEvents},
+		{s.reader, &es.listOfTypes, s.dialect.listEventsOfTypes()},
+		{s.reader, &es.end, sqlEventsEnd},
+		{s.writer, &es.prunable, sqlPrunableEvents},
+		{s.writer, &es.prune, sqlPruneEvents},
+		{s.writer, &es.markPruned, sqlMarkPruned},
+		{s.writer, &es.insertTicket, sqlInsertTicket},
+		{s.writer, &es.takeTicket, sqlTakeTicket},
+		{s.writer, &es.pruneTickets, sqlPruneTickets},
+	}
+}
+
 // eventWritten is what the writer tells the event feed of an event a batch
 // committed.
 type eventWritten struct {

@@ -92,6 +92,16 @@ type idempotencyStatements struct {
 	lookup, lookupTx, record, prune *sql.Stmt
 }
 
+// statements declares the idempotency keys' statements for prepare.
+func (is *idempotencyStatements) statements(s *store) []statement {
+	return []statement{
+		{s.reader, &is.lookup, sqlLookupIdempotencyKey},
+		{s.writer, &is.lookupTx, sqlLookupIdempotencyKey},
+		{s.writer, &is.record, sqlRecordIdempotencyKey},
+		{s.writer, &is.prune, sqlPruneIdempotencyKeys},
+	}
+}
+
 // sqlCountIdempotencyRecords sums the shards of the records' count
 // (migration 0006), cast as sqlCountPets is.
 const sqlCountIdempotencyRecords = "SELECT CAST(sum(n) AS BIGINT) FROM idempotency_record_counts"

@@ -37,6 +37,23 @@ type orderStatements struct {
 	insert, selectOne, selectOneTx, update, claimPet, settlePet, placedOf, countOf, petStatusOf, list, listByState *sql.Stmt
 }
 
+// statements declares the orders' statements for prepare.
+func (ost *orderStatements) statements(s *store) []statement {
+	return []statement{
+		{s.writer, &ost.insert, sqlInsertOrder},
+		{s.reader, &ost.selectOne, sqlSelectOrder},
+		{s.writer, &ost.selectOneTx, sqlSelectOrder},
+		{s.writer, &ost.update, sqlUpdateOrder},
+		{s.writer, &ost.claimPet, sqlClaimPet},
+		{s.writer, &ost.settlePet, sqlSettlePet},
+		{s.writer, &ost.placedOf, sqlPlacedOrderOf},
+		{s.writer, &ost.countOf, sqlCountOrdersOf},
+		{s.writer, &ost.petStatusOf, sqlPetStatusOfOne},
+		{s.reader, &ost.list, sqlListOrders},
+		{s.reader, &ost.listByState, sqlListOrdersByStatus},
+	}
+}
+
 // rowID is the id of o, as the change records take it.
 func (o Order) rowID() int64 { return o.ID }
 

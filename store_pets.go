@@ -21,6 +21,28 @@ const (
 	sqlHasPets          = "SELECT EXISTS (SELECT 1 FROM pets)"
 )
 
+// petStatements are the prepared statements of pets.
+type petStatements struct {
+	insert, selectOne, selectOneTx, update, delete, hasAny *sql.Stmt
+	list, listByStatus, listByID, listByIDAndStatus        *sql.Stmt
+}
+
+// statements declares the pets' statements for prepare.
+func (ps *petStatements) statements(s *store) []statement {
+	return []statement{
+		{s.writer, &ps.insert, sqlInsertPet},
+		{s.reader, &ps.selectOne, sqlSelectPet},
+		{s.writer, &ps.selectOneTx, sqlSelectPet},
+		{s.writer, &ps.update, sqlUpdatePet},
+		{s.writer, &ps.delete, sqlDeletePet},
+		{s.writer, &ps.hasAny, sqlHasPets},
+		{s.reader, &ps.list, sqlListPets},
+		{s.reader, &ps.listByStatus, sqlListPetsByStatus},
+		{s.reader, &ps.listByID, s.dialect.listPetsByID(false)},
+		{s.reader, &ps.listByIDAndStatus, s.dialect.listPetsByID(true)},
+	}
+}
+
 // listPetsByID is the statement of the id filter, with a status or without.
 // The ids are one parameter, a JSON array, so that one prepared statement
 // serves any number of them.
@@ -67,7 +89,7 @@ func (s *store) getPet(ctx context.Context, id int64) (Pet, error) {
 	ctx, cancel := s.readContext(ctx)
 	defer cancel()
 	var p Pet
-	err := scanPet(s.selectPet.QueryRowContext(ctx, id), &p)
+	err := scanPet(s.petStmts.selectOne.QueryRowContext(ctx, id), &p)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Pet{}, &notFoundError{what: "pet", id: id}
 	}
@@ -80,9 +102,9 @@ func (s *store) getPet(ctx context.Context, id int64) (Pet, error) {
 // listPets returns a page of pets, of the given status unless it is "".
 func (s *store) listPets(ctx context.Context, status string, pr pageRequest) (page[Pet], error) {
 	if status == "" {
-		return queryPage(ctx, s, "list pets", s.listAll, pr, scanPet)
+		return queryPage(ctx, s, "list pets", s.petStmts.list, pr, scanPet)
 	}
-	return queryPage(ctx, s, "list pets", s.listByState, pr, scanPet, status)
+	return queryPage(ctx, s, "list pets", s.petStmts.listByStatus, pr, scanPet, status)
 }
 
 // listPetsByID returns a page of the pets among ids that exist, of the
@@ -90,9 +112,9 @@ func (s *store) listPets(ctx context.Context, status string, pr pageRequest) (pa
 func (s *store) listPetsByID(ctx context.Context, ids []int64, status string, pr pageRequest) (page[Pet], error) {
 	idArray, _ := json.Marshal(ids) // integers always encode
 	if status == "" {
-		return queryPage(ctx, s, "list pets by id", s.listByID, pr, scanPet, idArray)
+		return queryPage(ctx, s, "list pets by id", s.petStmts.listByID, pr, scanPet, idArray)
 	}
-	return queryPage(ctx, s, "list pets by id", s.listByIDAndState, pr, scanPet, idArray, status)
+	return queryPage(ctx, s, "list pets by id", s.petStmts.listByIDAndStatus, pr, scanPet, idArray, status)
 }
 
 // sqlCountPets sums the shards of the pets' counts (migration 0005): 48 rows
@@ -137,7 +159,7 @@ func (s *store) createPet(ctx context.Context, p newPet) (Pet, error) {
 func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
 	return write(ctx, s, func(tx *txn) (int, error) {
 		var hasPets bool
-		if err := tx.queryRow(tx.st.hasPets).Scan(&hasPets); err != nil {
+		if err := tx.queryRow(tx.st.petStmts.hasAny).Scan(&hasPets); err != nil {
 			return 0, tx.st.failed("seed", err)
 		}
 		if hasPets {
@@ -156,7 +178,7 @@ func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
 // id before it (AUTOINCREMENT on SQLite; on PostgreSQL a sequence, and ids
 // commit in their order, see writeLock).
 func (tx *txn) insertPet(p newPet) (Pet, error) {
-	pet, ok, err := insertRow(tx, petsResource, tx.st.insertPet, scanPet, Pet.rowID, p.Name, p.CategoryID, p.Status)
+	pet, ok, err := insertRow(tx, petsResource, tx.st.petStmts.insert, scanPet, Pet.rowID, p.Name, p.CategoryID, p.Status)
 	if err == nil && !ok {
 		err = fmt.Errorf("insert pet: no row returned")
 	}
@@ -216,7 +238,7 @@ type petPatch struct {
 // getPet reads the pet id inside the transaction, nil when there is none.
 func (tx *txn) getPet(id int64) (*Pet, error) {
 	var p Pet
-	err := scanPet(tx.queryRow(tx.st.selectPetTx, id), &p)
+	err := scanPet(tx.queryRow(tx.st.petStmts.selectOneTx, id), &p)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -256,7 +278,7 @@ func (tx *txn) updatePet(id int64, patch petPatch) (outcome[Pet], error) {
 			return refuse[Pet](&refusal{reason: petHasOpenOrder, petID: id, orderID: order, status: p.Status})
 		}
 	}
-	updated, ok, err := updateRow(tx, petsResource, tx.st.updatePetStmt, scanPet, Pet.rowID, next.Name, next.CategoryID, next.Status, id)
+	updated, ok, err := updateRow(tx, petsResource, tx.st.petStmts.update, scanPet, Pet.rowID, next.Name, next.CategoryID, next.Status, id)
 	if err == nil && !ok {
 		err = fmt.Errorf("update pet %d: the row read in this transaction is gone", id)
 	}
@@ -281,7 +303,7 @@ func (tx *txn) deletePet(id int64) (outcome[struct{}], error) {
 		}
 		return refuse[struct{}](&refusal{reason: petHasOrders, petID: id, orderID: order, orders: n})
 	}
-	return outcome[struct{}]{}, deleteRow(tx, petsResource, tx.st.deletePetStmt, id, *p)
+	return outcome[struct{}]{}, deleteRow(tx, petsResource, tx.st.petStmts.delete, id, *p)
 }
 
 // updatePet applies patch to the pet id; see txn.updatePet.

@@ -317,6 +317,21 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 	return results, changes, true, nil
 }
 
+// writeStatements are the savepoint statements of a batch run with
+// savepoints (see runInSavepoint).
+type writeStatements struct {
+	savepoint, release, rollbackTo *sql.Stmt
+}
+
+// statements declares the batch's statements for prepare.
+func (ws *writeStatements) statements(s *store) []statement {
+	return []statement{
+		{s.writer, &ws.savepoint, "SAVEPOINT job"},
+		{s.writer, &ws.release, "RELEASE job"},
+		{s.writer, &ws.rollbackTo, "ROLLBACK TO job"},
+	}
+}
+
 // transientTries is how many times a job that lost a race with another
 // transaction (see transient) runs before its request gets the error.
 const transientTries = 3
@@ -327,7 +342,7 @@ const transientTries = 3
 // txErr means the transaction can no longer be trusted.
 func (s *store) runInSavepoint(tx *txn, job *writeJob) (value any, cs changeSet, events []Event, jobErr, txErr error) {
 	for try := 1; ; try++ {
-		if _, err := tx.exec("savepoint", s.savepoint); err != nil {
+		if _, err := tx.exec("savepoint", s.writeStmts.savepoint); err != nil {
 			return nil, cs, nil, nil, err
 		}
 		tx.changes = tx.changes[:0]
@@ -336,11 +351,11 @@ func (s *store) runInSavepoint(tx *txn, job *writeJob) (value any, cs changeSet,
 			cs, events = tx.finishJob(s.now())
 		}
 		if jobErr != nil {
-			if _, err := tx.exec("rollback to savepoint", s.rollbackTo); err != nil {
+			if _, err := tx.exec("rollback to savepoint", s.writeStmts.rollbackTo); err != nil {
 				return nil, cs, nil, nil, err
 			}
 		}
-		if _, err := tx.exec("release savepoint", s.release); err != nil {
+		if _, err := tx.exec("release savepoint", s.writeStmts.release); err != nil {
 			return nil, cs, nil, nil, err
 		}
 		if jobErr == nil || !s.transient(jobErr) || try == transientTries {

@@ -20,8 +20,8 @@ import (
 // instead of holding the benchmark.
 const buildTimeout = 10 * time.Minute
 
-// buildService builds the package in srcDir into out as the README's build
-// command does (without CGO, with -trimpath), but for the VCS stamp, which an
+// buildService builds the package in srcDir into out as the build command of
+// docs/operations.md does (without CGO, with -trimpath), but for the VCS stamp, which an
 // extracted revision has no repository to take from: so the binary built from
 // the working tree and one built from a revision differ only by their code.
 func buildService(ctx context.Context, srcDir, out string) error {

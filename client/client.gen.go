@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,9 +20,11 @@ import (
 
 // Defines values for ErrorCode.
 const (
+	ErrorCodeCursorExpired          ErrorCode = "cursor_expired"
 	ErrorCodeGone                   ErrorCode = "gone"
 	ErrorCodeIdempotencyKeyConflict ErrorCode = "idempotency_key_conflict"
 	ErrorCodeIdempotencyKeyMismatch ErrorCode = "idempotency_key_mismatch"
+	ErrorCodeInsufficientScope      ErrorCode = "insufficient_scope"
 	ErrorCodeInternal               ErrorCode = "internal"
 	ErrorCodeInvalidBody            ErrorCode = "invalid_body"
 	ErrorCodeInvalidField           ErrorCode = "invalid_field"
@@ -44,11 +47,15 @@ const (
 // Valid indicates whether the value is a known member of the ErrorCode enum.
 func (e ErrorCode) Valid() bool {
 	switch e {
+	case ErrorCodeCursorExpired:
+		return true
 	case ErrorCodeGone:
 		return true
 	case ErrorCodeIdempotencyKeyConflict:
 		return true
 	case ErrorCodeIdempotencyKeyMismatch:
+		return true
+	case ErrorCodeInsufficientScope:
 		return true
 	case ErrorCodeInternal:
 		return true
@@ -89,6 +96,42 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for EventTypeFilter.
+const (
+	EventTypeFilterOrder          EventTypeFilter = "order.*"
+	EventTypeFilterOrderCancelled EventTypeFilter = "order.cancelled"
+	EventTypeFilterOrderDelivered EventTypeFilter = "order.delivered"
+	EventTypeFilterOrderPlaced    EventTypeFilter = "order.placed"
+	EventTypeFilterPet            EventTypeFilter = "pet.*"
+	EventTypeFilterPetCreated     EventTypeFilter = "pet.created"
+	EventTypeFilterPetDeleted     EventTypeFilter = "pet.deleted"
+	EventTypeFilterPetUpdated     EventTypeFilter = "pet.updated"
+)
+
+// Valid indicates whether the value is a known member of the EventTypeFilter enum.
+func (e EventTypeFilter) Valid() bool {
+	switch e {
+	case EventTypeFilterOrder:
+		return true
+	case EventTypeFilterOrderCancelled:
+		return true
+	case EventTypeFilterOrderDelivered:
+		return true
+	case EventTypeFilterOrderPlaced:
+		return true
+	case EventTypeFilterPet:
+		return true
+	case EventTypeFilterPetCreated:
+		return true
+	case EventTypeFilterPetDeleted:
+		return true
+	case EventTypeFilterPetUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthState.
 const (
 	Ok    HealthState = "ok"
@@ -101,6 +144,51 @@ func (e HealthState) Valid() bool {
 	case Ok:
 		return true
 	case Ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderCancelledEventType.
+const (
+	OrderCancelledEventTypeOrderCancelled OrderCancelledEventType = "order.cancelled"
+)
+
+// Valid indicates whether the value is a known member of the OrderCancelledEventType enum.
+func (e OrderCancelledEventType) Valid() bool {
+	switch e {
+	case OrderCancelledEventTypeOrderCancelled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderDeliveredEventType.
+const (
+	OrderDeliveredEventTypeOrderDelivered OrderDeliveredEventType = "order.delivered"
+)
+
+// Valid indicates whether the value is a known member of the OrderDeliveredEventType enum.
+func (e OrderDeliveredEventType) Valid() bool {
+	switch e {
+	case OrderDeliveredEventTypeOrderDelivered:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderPlacedEventType.
+const (
+	OrderPlacedEventTypeOrderPlaced OrderPlacedEventType = "order.placed"
+)
+
+// Valid indicates whether the value is a known member of the OrderPlacedEventType enum.
+func (e OrderPlacedEventType) Valid() bool {
+	switch e {
+	case OrderPlacedEventTypeOrderPlaced:
 		return true
 	default:
 		return false
@@ -128,6 +216,36 @@ func (e OrderStatus) Valid() bool {
 	}
 }
 
+// Defines values for PetCreatedEventType.
+const (
+	PetCreatedEventTypePetCreated PetCreatedEventType = "pet.created"
+)
+
+// Valid indicates whether the value is a known member of the PetCreatedEventType enum.
+func (e PetCreatedEventType) Valid() bool {
+	switch e {
+	case PetCreatedEventTypePetCreated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PetDeletedEventType.
+const (
+	PetDeletedEventTypePetDeleted PetDeletedEventType = "pet.deleted"
+)
+
+// Valid indicates whether the value is a known member of the PetDeletedEventType enum.
+func (e PetDeletedEventType) Valid() bool {
+	switch e {
+	case PetDeletedEventTypePetDeleted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PetStatus.
 const (
 	Available PetStatus = "available"
@@ -143,6 +261,21 @@ func (e PetStatus) Valid() bool {
 	case Pending:
 		return true
 	case Sold:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PetUpdatedEventType.
+const (
+	PetUpdatedEventTypePetUpdated PetUpdatedEventType = "pet.updated"
+)
+
+// Valid indicates whether the value is a known member of the PetUpdatedEventType enum.
+func (e PetUpdatedEventType) Valid() bool {
+	switch e {
+	case PetUpdatedEventTypePetUpdated:
 		return true
 	default:
 		return false
@@ -169,6 +302,26 @@ type ErrorCode string
 
 // ErrorStatus The HTTP status of the answer.
 type ErrorStatus = int32
+
+// Event One committed change: its `id` (the feed's cursor), its `type`, when it was committed (`occurredAt`), the path of the resource it changed (`subject`) and, in `data`, that resource as GET returns it right after the change (a deleted pet as it was before). The same JSON in the pages and in the stream's `data:` lines. `type` says which of the forms below it is.
+type Event struct {
+	union json.RawMessage
+}
+
+// EventId An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+type EventId = int64
+
+// EventTicket A ticket that opens one stream of listEvents, as `?ticket=`.
+type EventTicket struct {
+	// ExpiresAt After this instant the ticket is refused (60 s after it was issued).
+	ExpiresAt Timestamp `json:"expiresAt"`
+
+	// Ticket Random and opaque; letters and digits only, so it goes into a URL as it is.
+	Ticket string `json:"ticket"`
+}
+
+// EventTypeFilter An event type, or a pattern naming every type of one resource: `pet.*` or `order.*`.
+type EventTypeFilter string
 
 // HealthState What a health check found: `ok` (getHealth: the process serves HTTP) or `ready` (getReadiness: the database answers).
 type HealthState string
@@ -220,6 +373,63 @@ type Order struct {
 	UpdatedAt Timestamp `json:"updatedAt"`
 }
 
+// OrderCancelledEvent An order was cancelled (updateOrder): `data` is the order right after the change.
+type OrderCancelledEvent struct {
+	// Data The order as GET returns it right after the change.
+	Data Order `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The order's path.
+	Subject string                  `json:"subject"`
+	Type    OrderCancelledEventType `json:"type"`
+}
+
+// OrderCancelledEventType defines model for OrderCancelledEvent.Type.
+type OrderCancelledEventType string
+
+// OrderDeliveredEvent An order was delivered (updateOrder): `data` is the order right after the change.
+type OrderDeliveredEvent struct {
+	// Data The order as GET returns it right after the change.
+	Data Order `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The order's path.
+	Subject string                  `json:"subject"`
+	Type    OrderDeliveredEventType `json:"type"`
+}
+
+// OrderDeliveredEventType defines model for OrderDeliveredEvent.Type.
+type OrderDeliveredEventType string
+
+// OrderPlacedEvent An order was placed (placeOrder): `data` is the order as placed.
+type OrderPlacedEvent struct {
+	// Data The order as GET returns it right after the change.
+	Data Order `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The order's path.
+	Subject string               `json:"subject"`
+	Type    OrderPlacedEventType `json:"type"`
+}
+
+// OrderPlacedEventType defines model for OrderPlacedEvent.Type.
+type OrderPlacedEventType string
+
 // OrderStatus Where an order is: `placed` (its pet is `pending`), `delivered` (it sold its pet: `sold`) or `cancelled` (it gave its pet back: `available`). Only a placed order changes.
 type OrderStatus string
 
@@ -244,6 +454,44 @@ type Pet struct {
 	Status PetStatus `json:"status"`
 }
 
+// PetCreatedEvent A pet was added (createPet): `data` is the pet as created.
+type PetCreatedEvent struct {
+	// Data The pet as GET returns it right after the change.
+	Data Pet `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The pet's path.
+	Subject string              `json:"subject"`
+	Type    PetCreatedEventType `json:"type"`
+}
+
+// PetCreatedEventType defines model for PetCreatedEvent.Type.
+type PetCreatedEventType string
+
+// PetDeletedEvent A pet was removed (deletePet): `data` is the pet as it was before the delete.
+type PetDeletedEvent struct {
+	// Data The pet as GET returned it just before the delete.
+	Data Pet `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The pet's path.
+	Subject string              `json:"subject"`
+	Type    PetDeletedEventType `json:"type"`
+}
+
+// PetDeletedEventType defines model for PetDeletedEvent.Type.
+type PetDeletedEventType string
+
 // PetName 1 to 100 characters (Unicode code points), not only white space, with no control character and no U+FFFD. Stored exactly as sent.
 type PetName = string
 
@@ -261,6 +509,25 @@ type PetPatch struct {
 
 // PetStatus Availability of a pet.
 type PetStatus string
+
+// PetUpdatedEvent A pet's representation changed: updatePet, or the status change that placing, delivering or cancelling its order makes. `data` is the pet right after the change.
+type PetUpdatedEvent struct {
+	// Data The pet as GET returns it right after the change.
+	Data Pet `json:"data"`
+
+	// Id An event's id: strictly increasing in commit order, the same on every replica; ids may skip numbers.
+	Id EventId `json:"id"`
+
+	// OccurredAt When the change was committed.
+	OccurredAt Timestamp `json:"occurredAt"`
+
+	// Subject The pet's path.
+	Subject string              `json:"subject"`
+	Type    PetUpdatedEventType `json:"type"`
+}
+
+// PetUpdatedEventType defines model for PetUpdatedEvent.Type.
+type PetUpdatedEventType string
 
 // Timestamp An instant, RFC 3339 in UTC with milliseconds, such as `2026-05-01T09:30:00.000Z`.
 type Timestamp = time.Time
@@ -469,6 +736,21 @@ type UnsupportedMediaType struct {
 	Status  ErrorStatus `json:"status"`
 }
 
+// ListEventsParams defines parameters for ListEvents.
+type ListEventsParams struct {
+	// After Cursor: only events whose `id` is greater than this one. The `Link` header of a page carries it for the next page. For the stream, `Last-Event-ID` wins over it.
+	After *int64 `form:"after,omitempty" json:"after,omitempty"`
+
+	// Limit Most events on a page. The stream sends every event and ignores it.
+	Limit *int32 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Type Only events of these types: event types and the patterns `pet.*` and `order.*` (every type of one resource), separated by commas, such as `type=order.placed,pet.*` (order and repeats do not matter). Every type when absent. The `Link` carries it as given.
+	Type *[]EventTypeFilter `form:"type,omitempty" json:"type,omitempty"`
+
+	// LastEventID The stream's position: the id of the last event (or bookmark) the client received. EventSource sends it when it reconnects. Only the stream reads it; it wins over `after`. Not an integer from 0 to 9223372036854775807: 400 `invalid_header`.
+	LastEventID *int64 `json:"Last-Event-ID,omitempty"`
+}
+
 // GetOpenAPIDocumentParams defines parameters for GetOpenAPIDocument.
 type GetOpenAPIDocumentParams struct {
 	// IfNoneMatch Entity tags (RFC 9110) of copies the client holds, or `*`.
@@ -531,6 +813,251 @@ type UpdateOrderJSONRequestBody = OrderUpdate
 
 // UpdateOrderApplicationMergePatchPlusJSONRequestBody defines body for UpdateOrder for application/merge-patch+json ContentType.
 type UpdateOrderApplicationMergePatchPlusJSONRequestBody = OrderUpdate
+
+// AsPetCreatedEvent returns the union data inside the Event as a PetCreatedEvent
+func (t Event) AsPetCreatedEvent() (PetCreatedEvent, error) {
+	var body PetCreatedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPetCreatedEvent overwrites any union data inside the Event as the provided PetCreatedEvent
+func (t *Event) FromPetCreatedEvent(v PetCreatedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.created"}`))
+	t.union = b
+	return err
+}
+
+// MergePetCreatedEvent performs a merge with any union data inside the Event, using the provided PetCreatedEvent
+func (t *Event) MergePetCreatedEvent(v PetCreatedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.created"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsPetUpdatedEvent returns the union data inside the Event as a PetUpdatedEvent
+func (t Event) AsPetUpdatedEvent() (PetUpdatedEvent, error) {
+	var body PetUpdatedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPetUpdatedEvent overwrites any union data inside the Event as the provided PetUpdatedEvent
+func (t *Event) FromPetUpdatedEvent(v PetUpdatedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.updated"}`))
+	t.union = b
+	return err
+}
+
+// MergePetUpdatedEvent performs a merge with any union data inside the Event, using the provided PetUpdatedEvent
+func (t *Event) MergePetUpdatedEvent(v PetUpdatedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.updated"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsPetDeletedEvent returns the union data inside the Event as a PetDeletedEvent
+func (t Event) AsPetDeletedEvent() (PetDeletedEvent, error) {
+	var body PetDeletedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPetDeletedEvent overwrites any union data inside the Event as the provided PetDeletedEvent
+func (t *Event) FromPetDeletedEvent(v PetDeletedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.deleted"}`))
+	t.union = b
+	return err
+}
+
+// MergePetDeletedEvent performs a merge with any union data inside the Event, using the provided PetDeletedEvent
+func (t *Event) MergePetDeletedEvent(v PetDeletedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"pet.deleted"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOrderPlacedEvent returns the union data inside the Event as a OrderPlacedEvent
+func (t Event) AsOrderPlacedEvent() (OrderPlacedEvent, error) {
+	var body OrderPlacedEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOrderPlacedEvent overwrites any union data inside the Event as the provided OrderPlacedEvent
+func (t *Event) FromOrderPlacedEvent(v OrderPlacedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.placed"}`))
+	t.union = b
+	return err
+}
+
+// MergeOrderPlacedEvent performs a merge with any union data inside the Event, using the provided OrderPlacedEvent
+func (t *Event) MergeOrderPlacedEvent(v OrderPlacedEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.placed"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOrderDeliveredEvent returns the union data inside the Event as a OrderDeliveredEvent
+func (t Event) AsOrderDeliveredEvent() (OrderDeliveredEvent, error) {
+	var body OrderDeliveredEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOrderDeliveredEvent overwrites any union data inside the Event as the provided OrderDeliveredEvent
+func (t *Event) FromOrderDeliveredEvent(v OrderDeliveredEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.delivered"}`))
+	t.union = b
+	return err
+}
+
+// MergeOrderDeliveredEvent performs a merge with any union data inside the Event, using the provided OrderDeliveredEvent
+func (t *Event) MergeOrderDeliveredEvent(v OrderDeliveredEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.delivered"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOrderCancelledEvent returns the union data inside the Event as a OrderCancelledEvent
+func (t Event) AsOrderCancelledEvent() (OrderCancelledEvent, error) {
+	var body OrderCancelledEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOrderCancelledEvent overwrites any union data inside the Event as the provided OrderCancelledEvent
+func (t *Event) FromOrderCancelledEvent(v OrderCancelledEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.cancelled"}`))
+	t.union = b
+	return err
+}
+
+// MergeOrderCancelledEvent performs a merge with any union data inside the Event, using the provided OrderCancelledEvent
+func (t *Event) MergeOrderCancelledEvent(v OrderCancelledEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.cancelled"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Event) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t Event) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "order.cancelled":
+		return t.AsOrderCancelledEvent()
+	case "order.delivered":
+		return t.AsOrderDeliveredEvent()
+	case "order.placed":
+		return t.AsOrderPlacedEvent()
+	case "pet.created":
+		return t.AsPetCreatedEvent()
+	case "pet.deleted":
+		return t.AsPetDeletedEvent()
+	case "pet.updated":
+		return t.AsPetUpdatedEvent()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t Event) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Event) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -606,6 +1133,35 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListEvents Read the change feed
+	//
+	// One Event for every change the service commits (a pet created, updated or deleted; an order placed, delivered or cancelled), written in the transaction of the change, oldest first. Ids increase strictly in commit order, on every replica alike, and may skip numbers: once a reader has seen id N, no event with a lower id appears later. A request that changes a pet and an order (placeOrder, updateOrder) makes two events with consecutive ids, the order's first; a request that changes nothing (an empty patch, an order set to the status it has, an Idempotency-Key replay) makes none.
+	//
+	// Two forms of the same events, chosen by `Accept`:
+	//
+	// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+	// - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
+	//
+	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
+	//
+	// Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
+	//
+	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+	//
+	// Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
+	//
+	// Corresponds with GET /events (the `ListEvents` operationId).
+	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateEventTicket Get a ticket for one stream
+	//
+	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+	//
+	// Needs a key with the scope `events:read`.
+	//
+	// Corresponds with POST /events/tickets (the `CreateEventTicket` operationId).
+	CreateEventTicket(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetHealth Liveness
 	//
 	// Needs no key. 200 while the process serves HTTP, whatever the database does, so a slow disk never gets a live process restarted.
@@ -615,7 +1171,7 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
-	// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+	// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -633,6 +1189,8 @@ type ClientInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `pets:read`.
+	//
 	// Corresponds with GET /pets (the `ListPets` operationId).
 	ListPets(ctx context.Context, params *ListPetsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -641,6 +1199,8 @@ type ClientInterface interface {
 	// The 201 is sent only after the pet is committed to disk.
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -653,6 +1213,8 @@ type ClientInterface interface {
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /pets (the `CreatePet` operationId).
@@ -662,6 +1224,8 @@ type ClientInterface interface {
 	//
 	// Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Corresponds with DELETE /pets/{petId} (the `DeletePet` operationId).
 	DeletePet(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -670,6 +1234,8 @@ type ClientInterface interface {
 	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 	//
 	// A `petId` that is not such an integer is 404, like a pet that does not exist.
+	//
+	// Needs a key with the scope `pets:read`.
 	//
 	// Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 	//
@@ -684,6 +1250,8 @@ type ClientInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -697,6 +1265,8 @@ type ClientInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -709,6 +1279,8 @@ type ClientInterface interface {
 	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -728,14 +1300,18 @@ type ClientInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `orders:read`.
+	//
 	// Corresponds with GET /store/orders (the `ListOrders` operationId).
 	ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PlaceOrderWithBody Place an order
 	//
-	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -744,9 +1320,11 @@ type ClientInterface interface {
 
 	// PlaceOrder Place an order
 	//
-	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -757,6 +1335,8 @@ type ClientInterface interface {
 	//
 	// An `orderId` that is not a positive integer is 404, like an order that does not exist.
 	//
+	// Needs a key with the scope `orders:read`.
+	//
 	// Corresponds with GET /store/orders/{orderId} (the `GetOrder` operationId).
 	GetOrder(ctx context.Context, orderId OrderId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -765,6 +1345,8 @@ type ClientInterface interface {
 	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -777,6 +1359,8 @@ type ClientInterface interface {
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -788,10 +1372,61 @@ type ClientInterface interface {
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
 	UpdateOrderWithApplicationMergePatchPlusJSONBody(ctx context.Context, orderId OrderId, body UpdateOrderApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListEvents Read the change feed
+//
+// One Event for every change the service commits (a pet created, updated or deleted; an order placed, delivered or cancelled), written in the transaction of the change, oldest first. Ids increase strictly in commit order, on every replica alike, and may skip numbers: once a reader has seen id N, no event with a lower id appears later. A request that changes a pet and an order (placeOrder, updateOrder) makes two events with consecutive ids, the order's first; a request that changes nothing (an empty patch, an order set to the status it has, an Idempotency-Key replay) makes none.
+//
+// Two forms of the same events, chosen by `Accept`:
+//
+// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+// - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
+//
+// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
+//
+// Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
+//
+// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+//
+// Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
+//
+// Corresponds with GET /events (the `ListEvents` operationId).
+func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateEventTicket Get a ticket for one stream
+//
+// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+//
+// Needs a key with the scope `events:read`.
+//
+// Corresponds with POST /events/tickets (the `CreateEventTicket` operationId).
+func (c *Client) CreateEventTicket(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEventTicketRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetHealth Liveness
@@ -813,7 +1448,7 @@ func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (
 
 // GetMetrics Prometheus metrics
 //
-// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -851,6 +1486,8 @@ func (c *Client) GetOpenAPIDocument(ctx context.Context, params *GetOpenAPIDocum
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `pets:read`.
+//
 // Corresponds with GET /pets (the `ListPets` operationId).
 func (c *Client) ListPets(ctx context.Context, params *ListPetsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListPetsRequest(c.Server, params)
@@ -869,6 +1506,8 @@ func (c *Client) ListPets(ctx context.Context, params *ListPetsParams, reqEditor
 // The 201 is sent only after the pet is committed to disk.
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -891,6 +1530,8 @@ func (c *Client) CreatePetWithBody(ctx context.Context, params *CreatePetParams,
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /pets (the `CreatePet` operationId).
@@ -910,6 +1551,8 @@ func (c *Client) CreatePet(ctx context.Context, params *CreatePetParams, body Cr
 //
 // Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Corresponds with DELETE /pets/{petId} (the `DeletePet` operationId).
 func (c *Client) DeletePet(ctx context.Context, petId PetId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeletePetRequest(c.Server, petId)
@@ -928,6 +1571,8 @@ func (c *Client) DeletePet(ctx context.Context, petId PetId, reqEditors ...Reque
 // Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 //
 // A `petId` that is not such an integer is 404, like a pet that does not exist.
+//
+// Needs a key with the scope `pets:read`.
 //
 // Corresponds with GET /pets/{petId} (the `GetPet` operationId).
 // Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
@@ -950,6 +1595,8 @@ func (c *Client) GetPet(ctx context.Context, petId PetId, reqEditors ...RequestE
 // A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -974,6 +1621,8 @@ func (c *Client) UpdatePetWithBody(ctx context.Context, petId PetId, contentType
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -996,6 +1645,8 @@ func (c *Client) UpdatePet(ctx context.Context, petId PetId, body UpdatePetJSONR
 // A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -1035,6 +1686,8 @@ func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `orders:read`.
+//
 // Corresponds with GET /store/orders (the `ListOrders` operationId).
 func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListOrdersRequest(c.Server, params)
@@ -1050,9 +1703,11 @@ func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEd
 
 // PlaceOrderWithBody Place an order
 //
-// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1071,9 +1726,11 @@ func (c *Client) PlaceOrderWithBody(ctx context.Context, params *PlaceOrderParam
 
 // PlaceOrder Place an order
 //
-// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1094,6 +1751,8 @@ func (c *Client) PlaceOrder(ctx context.Context, params *PlaceOrderParams, body 
 //
 // An `orderId` that is not a positive integer is 404, like an order that does not exist.
 //
+// Needs a key with the scope `orders:read`.
+//
 // Corresponds with GET /store/orders/{orderId} (the `GetOrder` operationId).
 func (c *Client) GetOrder(ctx context.Context, orderId OrderId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOrderRequest(c.Server, orderId)
@@ -1112,6 +1771,8 @@ func (c *Client) GetOrder(ctx context.Context, orderId OrderId, reqEditors ...Re
 // Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1134,6 +1795,8 @@ func (c *Client) UpdateOrderWithBody(ctx context.Context, orderId OrderId, conte
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -1155,6 +1818,8 @@ func (c *Client) UpdateOrder(ctx context.Context, orderId OrderId, body UpdateOr
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/merge-patch+json` content type.
 //
 // Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -1168,6 +1833,126 @@ func (c *Client) UpdateOrderWithApplicationMergePatchPlusJSONBody(ctx context.Co
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListEventsRequest constructs an http.Request for the ListEvents method
+func NewListEventsRequest(server string, params *ListEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Type != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "type", *params.Type, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewCreateEventTicketRequest constructs an http.Request for the CreateEventTicket method
+func NewCreateEventTicketRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/events/tickets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewGetHealthRequest constructs an http.Request for the GetHealth method
@@ -1833,6 +2618,39 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListEventsWithResponse Read the change feed
+	//
+	// One Event for every change the service commits (a pet created, updated or deleted; an order placed, delivered or cancelled), written in the transaction of the change, oldest first. Ids increase strictly in commit order, on every replica alike, and may skip numbers: once a reader has seen id N, no event with a lower id appears later. A request that changes a pet and an order (placeOrder, updateOrder) makes two events with consecutive ids, the order's first; a request that changes nothing (an empty patch, an order set to the status it has, an Idempotency-Key replay) makes none.
+	//
+	// Two forms of the same events, chosen by `Accept`:
+	//
+	// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+	// - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
+	//
+	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
+	//
+	// Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
+	//
+	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+	//
+	// Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /events (the `ListEvents` operationId).
+	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
+
+	// CreateEventTicketWithResponse Get a ticket for one stream
+	//
+	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+	//
+	// Needs a key with the scope `events:read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /events/tickets (the `CreateEventTicket` operationId).
+	CreateEventTicketWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateEventTicketResponse, error)
+
 	// GetHealthWithResponse Liveness
 	//
 	// Needs no key. 200 while the process serves HTTP, whatever the database does, so a slow disk never gets a live process restarted.
@@ -1844,7 +2662,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
-	// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+	// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1866,6 +2684,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `pets:read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /pets (the `ListPets` operationId).
@@ -1876,6 +2696,8 @@ type ClientWithResponsesInterface interface {
 	// The 201 is sent only after the pet is committed to disk.
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1888,6 +2710,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /pets (the `CreatePet` operationId).
@@ -1896,6 +2720,8 @@ type ClientWithResponsesInterface interface {
 	// DeletePetWithResponse Remove a pet
 	//
 	// Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1907,6 +2733,8 @@ type ClientWithResponsesInterface interface {
 	// Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 	//
 	// A `petId` that is not such an integer is 404, like a pet that does not exist.
+	//
+	// Needs a key with the scope `pets:read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1923,6 +2751,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -1936,6 +2766,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 	//
+	// Needs a key with the scope `pets:write`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -1948,6 +2780,8 @@ type ClientWithResponsesInterface interface {
 	// A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 	//
 	// The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `pets:write`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1969,6 +2803,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 	//
+	// Needs a key with the scope `orders:read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /store/orders (the `ListOrders` operationId).
@@ -1976,9 +2812,11 @@ type ClientWithResponsesInterface interface {
 
 	// PlaceOrderWithBodyWithResponse Place an order
 	//
-	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1987,9 +2825,11 @@ type ClientWithResponsesInterface interface {
 
 	// PlaceOrderWithResponse Place an order
 	//
-	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+	// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 	//
 	// No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1999,6 +2839,8 @@ type ClientWithResponsesInterface interface {
 	// GetOrderWithResponse Get an order
 	//
 	// An `orderId` that is not a positive integer is 404, like an order that does not exist.
+	//
+	// Needs a key with the scope `orders:read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2011,6 +2853,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -2021,6 +2865,8 @@ type ClientWithResponsesInterface interface {
 	// Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+	//
+	// Needs a key with the scope `orders:write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2033,10 +2879,413 @@ type ClientWithResponsesInterface interface {
 	//
 	// The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 	//
+	// Needs a key with the scope `orders:write`.
+	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
 	UpdateOrderWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, orderId OrderId, body UpdateOrderApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOrderResponse, error)
+}
+
+// ListEventsResponse200Headers the declared response headers of an HTTP 200 response for ListEvents
+type ListEventsResponse200Headers struct {
+	CacheControl        *string
+	Link                *string
+	XAccelBuffering     *string
+	XContentTypeOptions *string
+	XRequestId          string
+}
+
+// ListEventsResponse400Headers the declared response headers of an HTTP 400 response for ListEvents
+type ListEventsResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse401Headers the declared response headers of an HTTP 401 response for ListEvents
+type ListEventsResponse401Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse403Headers the declared response headers of an HTTP 403 response for ListEvents
+type ListEventsResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse410Headers the declared response headers of an HTTP 410 response for ListEvents
+type ListEventsResponse410Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse429Headers the declared response headers of an HTTP 429 response for ListEvents
+type ListEventsResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse500Headers the declared response headers of an HTTP 500 response for ListEvents
+type ListEventsResponse500Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// ListEventsResponse503Headers the declared response headers of an HTTP 503 response for ListEvents
+type ListEventsResponse503Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+type ListEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]Event
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON410 the response for an HTTP 410 `application/json` response
+	JSON410 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListEventsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListEventsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListEventsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListEventsResponse403Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *ListEventsResponse410Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEventsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListEventsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListEventsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEventsResponse) GetJSON200() *[]Event {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListEventsResponse) GetJSON400() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListEventsResponse) GetJSON401() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListEventsResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
+}
+
+// GetJSON410 returns the response for an HTTP 410 `application/json` response
+func (r ListEventsResponse) GetJSON410() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON410
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEventsResponse) GetJSON429() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListEventsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListEventsResponse) GetJSON503() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateEventTicketResponse201Headers the declared response headers of an HTTP 201 response for CreateEventTicket
+type CreateEventTicketResponse201Headers struct {
+	CacheControl        string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse400Headers the declared response headers of an HTTP 400 response for CreateEventTicket
+type CreateEventTicketResponse400Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse401Headers the declared response headers of an HTTP 401 response for CreateEventTicket
+type CreateEventTicketResponse401Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse403Headers the declared response headers of an HTTP 403 response for CreateEventTicket
+type CreateEventTicketResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse429Headers the declared response headers of an HTTP 429 response for CreateEventTicket
+type CreateEventTicketResponse429Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse500Headers the declared response headers of an HTTP 500 response for CreateEventTicket
+type CreateEventTicketResponse500Headers struct {
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+// CreateEventTicketResponse503Headers the declared response headers of an HTTP 503 response for CreateEventTicket
+type CreateEventTicketResponse503Headers struct {
+	RetryAfter          string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
+type CreateEventTicketResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *EventTicket
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *CannotWrite
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateEventTicketResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateEventTicketResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateEventTicketResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateEventTicketResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateEventTicketResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateEventTicketResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateEventTicketResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateEventTicketResponse) GetJSON201() *EventTicket {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateEventTicketResponse) GetJSON400() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateEventTicketResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateEventTicketResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateEventTicketResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateEventTicketResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateEventTicketResponse) GetJSON503() *CannotWrite {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateEventTicketResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateEventTicketResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateEventTicketResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateEventTicketResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // GetHealthResponse200Headers the declared response headers of an HTTP 200 response for GetHealth
@@ -2112,6 +3361,13 @@ type GetMetricsResponse401Headers struct {
 	XRequestId          string
 }
 
+// GetMetricsResponse403Headers the declared response headers of an HTTP 403 response for GetMetrics
+type GetMetricsResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetMetricsResponse429Headers the declared response headers of an HTTP 429 response for GetMetrics
 type GetMetricsResponse429Headers struct {
 	RetryAfter          string
@@ -2126,6 +3382,14 @@ type GetMetricsResponse struct {
 	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -2134,6 +3398,8 @@ type GetMetricsResponse struct {
 	Headers400 *GetMetricsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetMetricsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetMetricsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetMetricsResponse429Headers
 }
@@ -2146,6 +3412,17 @@ func (r GetMetricsResponse) GetJSON400() *AuthorizationRepeated {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetMetricsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetMetricsResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -2276,6 +3553,13 @@ type ListPetsResponse401Headers struct {
 	XRequestId          string
 }
 
+// ListPetsResponse403Headers the declared response headers of an HTTP 403 response for ListPets
+type ListPetsResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // ListPetsResponse429Headers the declared response headers of an HTTP 429 response for ListPets
 type ListPetsResponse429Headers struct {
 	RetryAfter          string
@@ -2305,6 +3589,14 @@ type ListPetsResponse struct {
 	JSON400 *InvalidParameter
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -2317,6 +3609,8 @@ type ListPetsResponse struct {
 	Headers400 *ListPetsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListPetsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListPetsResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListPetsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -2338,6 +3632,17 @@ func (r ListPetsResponse) GetJSON400() *InvalidParameter {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListPetsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListPetsResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -2405,6 +3710,13 @@ type CreatePetResponse401Headers struct {
 	XRequestId          string
 }
 
+// CreatePetResponse403Headers the declared response headers of an HTTP 403 response for CreatePet
+type CreatePetResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // CreatePetResponse409Headers the declared response headers of an HTTP 409 response for CreatePet
 type CreatePetResponse409Headers struct {
 	XContentTypeOptions string
@@ -2458,6 +3770,14 @@ type CreatePetResponse struct {
 	JSON400 *CreateInvalid
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *IdempotencyConflict
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -2478,6 +3798,8 @@ type CreatePetResponse struct {
 	Headers400 *CreatePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreatePetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreatePetResponse403Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *CreatePetResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
@@ -2507,6 +3829,17 @@ func (r CreatePetResponse) GetJSON400() *CreateInvalid {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r CreatePetResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreatePetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -2591,6 +3924,13 @@ type DeletePetResponse401Headers struct {
 	XRequestId          string
 }
 
+// DeletePetResponse403Headers the declared response headers of an HTTP 403 response for DeletePet
+type DeletePetResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // DeletePetResponse404Headers the declared response headers of an HTTP 404 response for DeletePet
 type DeletePetResponse404Headers struct {
 	XContentTypeOptions string
@@ -2630,6 +3970,14 @@ type DeletePetResponse struct {
 	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *PetNotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -2646,6 +3994,8 @@ type DeletePetResponse struct {
 	Headers400 *DeletePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeletePetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeletePetResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *DeletePetResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -2666,6 +4016,17 @@ func (r DeletePetResponse) GetJSON400() *AuthorizationRepeated {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r DeletePetResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeletePetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -2750,6 +4111,16 @@ type GetPetResponse401Headers struct {
 	XRequestId          string
 }
 
+// GetPetResponse403Headers the declared response headers of an HTTP 403 response for GetPet
+type GetPetResponse403Headers struct {
+	Deprecation         string
+	Link                string
+	Sunset              string
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetPetResponse404Headers the declared response headers of an HTTP 404 response for GetPet
 type GetPetResponse404Headers struct {
 	Deprecation         string
@@ -2818,6 +4189,14 @@ type GetPetResponse struct {
 		Message string      `json:"message"`
 		Status  ErrorStatus `json:"status"`
 	}
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *struct {
 		Code ErrorCode `json:"code"`
@@ -2864,6 +4243,8 @@ type GetPetResponse struct {
 	Headers400 *GetPetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetPetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetPetResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetPetResponse404Headers
 	// Headers410 the parsed response headers for an HTTP 410 response
@@ -2901,6 +4282,17 @@ func (r GetPetResponse) GetJSON401() *struct {
 	Status  ErrorStatus `json:"status"`
 } {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetPetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -3006,6 +4398,13 @@ type UpdatePetResponse401Headers struct {
 	XRequestId          string
 }
 
+// UpdatePetResponse403Headers the declared response headers of an HTTP 403 response for UpdatePet
+type UpdatePetResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // UpdatePetResponse404Headers the declared response headers of an HTTP 404 response for UpdatePet
 type UpdatePetResponse404Headers struct {
 	XContentTypeOptions string
@@ -3059,6 +4458,14 @@ type UpdatePetResponse struct {
 	JSON400 *InvalidBody
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *PetNotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -3079,6 +4486,8 @@ type UpdatePetResponse struct {
 	Headers400 *UpdatePetResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdatePetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdatePetResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *UpdatePetResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -3108,6 +4517,17 @@ func (r UpdatePetResponse) GetJSON400() *InvalidBody {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r UpdatePetResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdatePetResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -3263,6 +4683,13 @@ type ListOrdersResponse401Headers struct {
 	XRequestId          string
 }
 
+// ListOrdersResponse403Headers the declared response headers of an HTTP 403 response for ListOrders
+type ListOrdersResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // ListOrdersResponse429Headers the declared response headers of an HTTP 429 response for ListOrders
 type ListOrdersResponse429Headers struct {
 	RetryAfter          string
@@ -3292,6 +4719,14 @@ type ListOrdersResponse struct {
 	JSON400 *InvalidParameter
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3304,6 +4739,8 @@ type ListOrdersResponse struct {
 	Headers400 *ListOrdersResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListOrdersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListOrdersResponse403Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListOrdersResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -3325,6 +4762,17 @@ func (r ListOrdersResponse) GetJSON400() *InvalidParameter {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListOrdersResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListOrdersResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3392,6 +4840,13 @@ type PlaceOrderResponse401Headers struct {
 	XRequestId          string
 }
 
+// PlaceOrderResponse403Headers the declared response headers of an HTTP 403 response for PlaceOrder
+type PlaceOrderResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // PlaceOrderResponse409Headers the declared response headers of an HTTP 409 response for PlaceOrder
 type PlaceOrderResponse409Headers struct {
 	XContentTypeOptions string
@@ -3445,6 +4900,14 @@ type PlaceOrderResponse struct {
 	JSON400 *CreateInvalid
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *PlaceOrderConflict
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -3465,6 +4928,8 @@ type PlaceOrderResponse struct {
 	Headers400 *PlaceOrderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PlaceOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PlaceOrderResponse403Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *PlaceOrderResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
@@ -3494,6 +4959,17 @@ func (r PlaceOrderResponse) GetJSON400() *CreateInvalid {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r PlaceOrderResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PlaceOrderResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -3579,6 +5055,13 @@ type GetOrderResponse401Headers struct {
 	XRequestId          string
 }
 
+// GetOrderResponse403Headers the declared response headers of an HTTP 403 response for GetOrder
+type GetOrderResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // GetOrderResponse404Headers the declared response headers of an HTTP 404 response for GetOrder
 type GetOrderResponse404Headers struct {
 	XContentTypeOptions string
@@ -3614,6 +5097,14 @@ type GetOrderResponse struct {
 	JSON400 *AuthorizationRepeated
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *OrderNotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -3628,6 +5119,8 @@ type GetOrderResponse struct {
 	Headers400 *GetOrderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetOrderResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetOrderResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3651,6 +5144,17 @@ func (r GetOrderResponse) GetJSON400() *AuthorizationRepeated {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetOrderResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetOrderResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -3721,6 +5225,13 @@ type UpdateOrderResponse401Headers struct {
 	XRequestId          string
 }
 
+// UpdateOrderResponse403Headers the declared response headers of an HTTP 403 response for UpdateOrder
+type UpdateOrderResponse403Headers struct {
+	WWWAuthenticate     string
+	XContentTypeOptions string
+	XRequestId          string
+}
+
 // UpdateOrderResponse404Headers the declared response headers of an HTTP 404 response for UpdateOrder
 type UpdateOrderResponse404Headers struct {
 	XContentTypeOptions string
@@ -3774,6 +5285,14 @@ type UpdateOrderResponse struct {
 	JSON400 *InvalidBody
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *struct {
+		Code ErrorCode `json:"code"`
+
+		// Message What to change, for people: which field, which parameter, what is allowed.
+		Message string      `json:"message"`
+		Status  ErrorStatus `json:"status"`
+	}
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *OrderNotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -3794,6 +5313,8 @@ type UpdateOrderResponse struct {
 	Headers400 *UpdateOrderResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdateOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdateOrderResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *UpdateOrderResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -3823,6 +5344,17 @@ func (r UpdateOrderResponse) GetJSON400() *InvalidBody {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r UpdateOrderResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateOrderResponse) GetJSON403() *struct {
+	Code ErrorCode `json:"code"`
+
+	// Message What to change, for people: which field, which parameter, what is allowed.
+	Message string      `json:"message"`
+	Status  ErrorStatus `json:"status"`
+} {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -3889,6 +5421,51 @@ func (r UpdateOrderResponse) ContentType() string {
 	return ""
 }
 
+// ListEventsWithResponse Read the change feed
+//
+// One Event for every change the service commits (a pet created, updated or deleted; an order placed, delivered or cancelled), written in the transaction of the change, oldest first. Ids increase strictly in commit order, on every replica alike, and may skip numbers: once a reader has seen id N, no event with a lower id appears later. A request that changes a pet and an order (placeOrder, updateOrder) makes two events with consecutive ids, the order's first; a request that changes nothing (an empty patch, an order set to the status it has, an Idempotency-Key replay) makes none.
+//
+// Two forms of the same events, chosen by `Accept`:
+//
+// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+// - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
+//
+// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
+//
+// Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
+//
+// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+//
+// Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /events (the `ListEvents` operationId).
+func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error) {
+	rsp, err := c.ListEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEventsResponse(rsp)
+}
+
+// CreateEventTicketWithResponse Get a ticket for one stream
+//
+// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+//
+// Needs a key with the scope `events:read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /events/tickets (the `CreateEventTicket` operationId).
+func (c *ClientWithResponses) CreateEventTicketWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateEventTicketResponse, error) {
+	rsp, err := c.CreateEventTicket(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateEventTicketResponse(rsp)
+}
+
 // GetHealthWithResponse Liveness
 //
 // Needs no key. 200 while the process serves HTTP, whatever the database does, so a slow disk never gets a live process restarted.
@@ -3906,7 +5483,7 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 
 // GetMetricsWithResponse Prometheus metrics
 //
-// Needs the bearer key. The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
+// Needs the bearer key, with the scope `*` (the metrics show the traffic of every key). The service's metrics in the Prometheus text exposition format: requests by route and status, a latency histogram by route, pets stored by status (counted when scraped), order transitions (`petstore_order_transitions_total`, by `from` and `to` status, `from` being `new` for an order placed), authenticated calls to the deprecated getPet by caller label, failed database operations, and the Go runtime and process metrics.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3940,6 +5517,8 @@ func (c *ClientWithResponses) GetOpenAPIDocumentWithResponse(ctx context.Context
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (such as `limt`) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `pets:read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /pets (the `ListPets` operationId).
@@ -3956,6 +5535,8 @@ func (c *ClientWithResponses) ListPetsWithResponse(ctx context.Context, params *
 // The 201 is sent only after the pet is committed to disk.
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3974,6 +5555,8 @@ func (c *ClientWithResponses) CreatePetWithBodyWithResponse(ctx context.Context,
 //
 // The body is one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`. Beyond the schema: `categoryId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /pets (the `CreatePet` operationId).
@@ -3988,6 +5571,8 @@ func (c *ClientWithResponses) CreatePetWithResponse(ctx context.Context, params 
 // DeletePetWithResponse Remove a pet
 //
 // Removes a pet that no order names. The 204 is sent only after the removal is committed to disk; from then on getPet answers 404, no list shows the pet, a second deletePet is 404 and the id is never given to another pet. A pet that an order names, whatever that order's status, is 409 `pet_has_orders`: the sales history stays whole.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4005,6 +5590,8 @@ func (c *ClientWithResponses) DeletePetWithResponse(ctx context.Context, petId P
 // Deprecated on 2026-11-21 and removed on 5 December 2030 (the `Sunset`): from that instant on it answers 410 `gone`. Use `GET /v1/pets?id={petId}` (listPets with the `id` filter) instead, which answers `[]` where getPet answers 404. Every answer, 401 included, carries the `Deprecation`, `Sunset` and `Link` headers; the `Link` names that successor whenever `petId` is an id (an integer from 1 to 9223372036854775807).
 //
 // A `petId` that is not such an integer is 404, like a pet that does not exist.
+//
+// Needs a key with the scope `pets:read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4027,6 +5614,8 @@ func (c *ClientWithResponses) GetPetWithResponse(ctx context.Context, petId PetI
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -4046,6 +5635,8 @@ func (c *ClientWithResponses) UpdatePetWithBodyWithResponse(ctx context.Context,
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
 //
+// Needs a key with the scope `pets:write`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /pets/{petId} (the `UpdatePet` operationId).
@@ -4064,6 +5655,8 @@ func (c *ClientWithResponses) UpdatePetWithResponse(ctx context.Context, petId P
 // A pet with a `placed` order cannot change to another status: 409 `pet_has_open_order` (deliver or cancel the order with updateOrder instead); its name and category can change. Once its orders are delivered or cancelled, a pet can take any status (say, a returned animal made `available` again, which can then be ordered anew); its orders stay as they were.
 //
 // The body is at most 1 MiB (1,048,576 bytes), sent as `application/merge-patch+json` or `application/json` (any parameters), or with no `Content-Type`; `categoryId` must be written as an integer (`1.0` is 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `pets:write`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4097,6 +5690,8 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 //
 // A parameter that is out of range, not plain decimal digits, empty, given twice or unknown (`id` included: it belongs to listPets) is 400 `invalid_parameter`, never silently corrected.
 //
+// Needs a key with the scope `orders:read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /store/orders (the `ListOrders` operationId).
@@ -4110,9 +5705,11 @@ func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params
 
 // PlaceOrderWithBodyWithResponse Place an order
 //
-// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4127,9 +5724,11 @@ func (c *ClientWithResponses) PlaceOrderWithBodyWithResponse(ctx context.Context
 
 // PlaceOrderWithResponse Place an order
 //
-// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. A pet is never sold twice: of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
+// Orders an `available` pet: in the same transaction the pet becomes `pending`, and the order `placed`. Of concurrent orders for one pet, exactly one gets the 201 and the others 409 `pet_not_available`; at most one order of a pet is placed at a time. A sold pet made `available` again with updatePet (a returned animal) can be ordered and sold again. The 201 is sent only after the order is committed to disk. Deliver or cancel the order with updateOrder.
 //
 // No pet with that `petId` is 422 `unknown_pet`; a pet that is not `available` is 409 `pet_not_available`, naming its status. The body follows the rules of createPet: one JSON object, at most 1 MiB (1,048,576 bytes), sent as `application/json` (any parameters) or with no `Content-Type`; `petId` must be written as an integer (`1.0` and `1e3` are 400), a field given twice is 400, and field names are case-sensitive.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4145,6 +5744,8 @@ func (c *ClientWithResponses) PlaceOrderWithResponse(ctx context.Context, params
 // GetOrderWithResponse Get an order
 //
 // An `orderId` that is not a positive integer is 404, like an order that does not exist.
+//
+// Needs a key with the scope `orders:read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4163,6 +5764,8 @@ func (c *ClientWithResponses) GetOrderWithResponse(ctx context.Context, orderId 
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -4179,6 +5782,8 @@ func (c *ClientWithResponses) UpdateOrderWithBodyWithResponse(ctx context.Contex
 // Moves a `placed` order to `delivered` (its pet becomes `sold`) or to `cancelled` (its pet becomes `available` again and can be ordered anew), in one transaction with the pet; the 200 is sent only after the change is committed to disk. Asking for the status the order already has (`placed` included) is 200 and changes nothing, `updatedAt` included. Any other change (from `delivered` or `cancelled`, or back to `placed`) is 409 `invalid_transition`.
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
+//
+// Needs a key with the scope `orders:write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4197,6 +5802,8 @@ func (c *ClientWithResponses) UpdateOrderWithResponse(ctx context.Context, order
 //
 // The body is an OrderUpdate, at most 1 MiB (1,048,576 bytes), sent as `application/json` or as a JSON Merge Patch (RFC 7396) `application/merge-patch+json` (any parameters), or with no `Content-Type`. `status` is required and is the only field: `{}`, `null` or another field is 400.
 //
+// Needs a key with the scope `orders:write`.
+//
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /store/orders/{orderId} (the `UpdateOrder` operationId).
@@ -4206,6 +5813,545 @@ func (c *ClientWithResponses) UpdateOrderWithApplicationMergePatchPlusJSONBodyWi
 		return nil, err
 	}
 	return ParseUpdateOrderResponse(rsp)
+}
+
+// ParseListEventsResponse parses an HTTP response from a ListEventsWithResponse call
+func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []Event
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListEventsResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
+		if values := rsp.Header.Values("X-Accel-Buffering"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Accel-Buffering", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XAccelBuffering = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListEventsResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListEventsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 410:
+		var headers ListEventsResponse410Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListEventsResponse500Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateEventTicketResponse parses an HTTP response from a CreateEventTicketWithResponse call
+func ParseCreateEventTicketResponse(rsp *http.Response) (*CreateEventTicketResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateEventTicketResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest EventTicket
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest CannotWrite
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateEventTicketResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateEventTicketResponse400Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateEventTicketResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateEventTicketResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateEventTicketResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateEventTicketResponse500Headers
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateEventTicketResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
@@ -4284,6 +6430,19 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4359,6 +6518,30 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetMetricsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetMetricsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4517,6 +6700,19 @@ func ParseListPetsResponse(rsp *http.Response) (*ListPetsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4606,6 +6802,30 @@ func ParseListPetsResponse(rsp *http.Response) (*ListPetsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListPetsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListPetsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4710,6 +6930,19 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest IdempotencyConflict
@@ -4835,6 +7068,30 @@ func ParseCreatePetResponse(rsp *http.Response) (*CreatePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreatePetResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 409:
 		var headers CreatePetResponse409Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -5004,6 +7261,19 @@ func ParseDeletePetResponse(rsp *http.Response) (*DeletePetResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest PetNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5093,6 +7363,30 @@ func ParseDeletePetResponse(rsp *http.Response) (*DeletePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeletePetResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers DeletePetResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -5243,6 +7537,19 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest struct {
@@ -5433,6 +7740,51 @@ func ParseGetPetResponse(rsp *http.Response) (*GetPetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetPetResponse403Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = value
+		}
+		if values := rsp.Header.Values("Sunset"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Sunset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Sunset = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetPetResponse404Headers
 		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
@@ -5677,6 +8029,19 @@ func ParseUpdatePetResponse(rsp *http.Response) (*UpdatePetResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest PetNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5787,6 +8152,30 @@ func ParseUpdatePetResponse(rsp *http.Response) (*UpdatePetResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdatePetResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers UpdatePetResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -6039,6 +8428,19 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6128,6 +8530,30 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListOrdersResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListOrdersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -6232,6 +8658,19 @@ func ParsePlaceOrderResponse(rsp *http.Response) (*PlaceOrderResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest PlaceOrderConflict
@@ -6357,6 +8796,30 @@ func ParsePlaceOrderResponse(rsp *http.Response) (*PlaceOrderResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PlaceOrderResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 409:
 		var headers PlaceOrderResponse409Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -6530,6 +8993,19 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest OrderNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6619,6 +9095,30 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetOrderResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetOrderResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
@@ -6741,6 +9241,19 @@ func ParseUpdateOrderResponse(rsp *http.Response) (*UpdateOrderResponse, error) 
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code ErrorCode `json:"code"`
+
+			// Message What to change, for people: which field, which parameter, what is allowed.
+			Message string      `json:"message"`
+			Status  ErrorStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest OrderNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6851,6 +9364,30 @@ func ParseUpdateOrderResponse(rsp *http.Response) (*UpdateOrderResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdateOrderResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers UpdateOrderResponse404Headers
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {

@@ -53,6 +53,20 @@ hooks.beforeEach((transaction, done) => {
     return;
   }
 
+  // Limitation: Dredd reads an answer to its end before it compares it, and
+  // a Server-Sent Events stream (listEvents asked for text/event-stream)
+  // never ends, so Dredd would wait for ever. Dredd tests the JSON form of
+  // listEvents; the stream is proven by TestContract (its status, headers
+  // and first frame) and by TestOpenAPIExamplesAreWhatTheServiceAnswers (its
+  // example, byte for byte).
+  const expectedType = Object.entries(transaction.expected.headers || {})
+    .find(([name]) => name.toLowerCase() === 'content-type');
+  if (expectedType && expectedType[1].split(';')[0].trim() === 'text/event-stream') {
+    transaction.skip = true;
+    done();
+    return;
+  }
+
   // Limitation: Dredd takes one server URL and ignores a Path Item's own
   // `servers`, so it would ask for /healthz, /readyz and /metrics under /v1.
   if (item.servers) {

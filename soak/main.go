@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer os.RemoveAll(dir)
 	if *bin == "" {
 		*bin = filepath.Join(dir, "petstore")
-		// The README's build command.
+		// The build command of docs/operations.md.
 		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true", "-o", *bin, ".")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {

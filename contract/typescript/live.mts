@@ -135,6 +135,54 @@ check("a wrong key is 401 unauthorized", () => {
   assert.equal(refused.error?.code, "unauthorized");
 });
 
+// The change feed: the orders' events, each decoded by its type. The
+// switch narrows an Event by its type to the form with an Order in data:
+// were the oneOf not typed by its discriminator, returning e.data as an
+// Order would not compile.
+function orderOf(e: components["schemas"]["Event"]): Order | undefined {
+  switch (e.type) {
+    case "order.placed":
+    case "order.delivered":
+    case "order.cancelled":
+      return e.data;
+    default:
+      return undefined;
+  }
+}
+const feed = await api.GET("/events", { params: { query: { type: ["order.*"], limit: 1000 } } });
+check("listEvents shows the order placed, then delivered, and links the next page", () => {
+  assert.equal(feed.response.status, 200);
+  // The 200 has two media types, so its data is typed as either: the JSON
+  // page is the array.
+  const page = feed.data;
+  assert.ok(Array.isArray(page));
+  assert.deepEqual(page.map((e) => e.type), ["order.placed", "order.delivered"]);
+  assert.deepEqual(page.map(orderOf), [order, delivered.data]);
+  const last = page[page.length - 1].id;
+  assert.equal(feed.response.headers.get("Link"), `</v1/events?after=${last}&limit=1000&type=order.%2A>; rel="next"`);
+});
+
+// A browser's EventSource cannot send an Authorization header: a ticket
+// opens the stream instead, read here with fetch as far as its first frame.
+const ticket = await api.POST("/events/tickets");
+check("createEventTicket answers 201 with a ticket not to be cached", () => {
+  assert.equal(ticket.response.status, 201);
+  assert.match(ticket.data?.ticket ?? "", /^[A-Za-z0-9]+$/);
+  assert.equal(ticket.response.headers.get("Cache-Control"), "no-store");
+});
+const hangUp = new AbortController();
+const stream = await fetch(`${root}/v1/events?ticket=${ticket.data!.ticket}`, {
+  headers: { Accept: "text/event-stream" },
+  signal: hangUp.signal,
+});
+const first = await stream.body!.getReader().read();
+hangUp.abort();
+check("the ticket opens the stream without a key, which starts with its retry field", () => {
+  assert.equal(stream.status, 200);
+  assert.equal(stream.headers.get("Content-Type"), "text/event-stream");
+  assert.ok(new TextDecoder().decode(first.value).startsWith("retry: 2000\n\n"));
+});
+
 // int64 in JavaScript: a categoryId up to Number.MAX_SAFE_INTEGER travels
 // exactly (see the README on integers).
 const largest = await api.POST("/pets", { body: { name: "Max", categoryId: Number.MAX_SAFE_INTEGER } });
