@@ -225,6 +225,9 @@ type keyIdentityKey struct{}
 // id, so the key itself never needs to be kept past the check, and a key
 // keeps its state whatever label it is given.
 func keyIdentity(ctx context.Context) (id [sha256.Size]byte, ok bool) {
+	if info := requestInfoFrom(ctx); info != nil && info.keyed {
+		return info.keyID, true
+	}
 	id, ok = ctx.Value(keyIdentityKey{}).([sha256.Size]byte)
 	return id, ok
 }
@@ -238,6 +241,9 @@ type callerScopesKey struct{}
 // serves what several scopes guard (the event feed shows each key the
 // resources it may read) asks it with has.
 func callerScopes(ctx context.Context) scopeSet {
+	if info := requestInfoFrom(ctx); info != nil && info.keyed {
+		return info.scopes
+	}
 	ss, _ := ctx.Value(callerScopesKey{}).(scopeSet)
 	return ss
 }
@@ -589,11 +595,16 @@ func (guard authGuard) refuse(w http.ResponseWriter, r *http.Request, log *slog.
 }
 
 // admit passes a request whose caller is entry on to next, with the key's
-// identity and scopes in its context (see keyIdentity and callerScopes) and
-// its label recorded for the access log and metrics.
+// identity and scopes where keyIdentity and callerScopes find them, and its
+// label recorded for the access log and metrics. Inside observe they go
+// into the request's info, which costs no copy of the request; outside it,
+// into context values.
 func admit(w http.ResponseWriter, r *http.Request, entry keyEntry, next http.Handler) {
 	if info := requestInfoFrom(r.Context()); info != nil {
 		info.caller = entry.label
+		info.keyID, info.scopes, info.keyed = entry.id, entry.scopes, true
+		next.ServeHTTP(w, r)
+		return
 	}
 	ctx := context.WithValue(r.Context(), keyIdentityKey{}, entry.id)
 	ctx = context.WithValue(ctx, callerScopesKey{}, entry.scopes)

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // The fuzz targets drive the real handler (newServer over a real SQLite
@@ -157,6 +160,50 @@ func FuzzAuthorization(f *testing.F) {
 		}
 		if rec.Code == http.StatusUnauthorized && !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), `Bearer realm="petstore"`) {
 			t.Fatalf("401 with WWW-Authenticate %q", rec.Header().Get("WWW-Authenticate"))
+		}
+	})
+}
+
+// FuzzObjectMembers holds objectMembers, decodeObject's walk of a body
+// already known to be valid UTF-8 and valid JSON, to what json.Decoder's Token walk yields
+// for the same object: the same keys, decoded the same way, and the same
+// bytes for each value, in the same order.
+func FuzzObjectMembers(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, ` { } `, `{"name":"Rex","categoryId":1}`, "{\n\t\"name\" : \"R\\\"ex\\\\\" ,\r\"categoryId\":12 }\n",
+		`{"a":{"b":[1,{"c":"}]"}],"d":null},"e":[],"f":-1.5e3,"g":true,"h":false}`,
+		`{"n\u0061me":"x","\ud800":"y","":0}`, `{"a":"\\","b":"\"}"}`, `{"a":1,"a":2}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		b := []byte(body)
+		if !utf8.Valid(b) || !json.Valid(b) || b[skipJSONSpace(b, 0)] != '{' {
+			return // decodeObject refuses such bodies before its walk
+		}
+		type member struct{ Key, Raw string }
+		var want []member
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if _, err := dec.Token(); err != nil {
+			t.Fatal(err)
+		}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, member{tok.(string), string(raw)})
+		}
+		var got []member
+		for key, raw := range objectMembers(b) {
+			got = append(got, member{key, string(raw)})
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("objectMembers(%q) mismatch (-want +got):\n%s", body, diff)
 		}
 	})
 }

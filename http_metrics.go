@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,13 +22,36 @@ type metrics struct {
 	orders     *prometheus.CounterVec
 	authFails  *prometheus.CounterVec
 	forbidden  *prometheus.CounterVec
+
+	// byRoute keeps each route's and status's counter and histogram once
+	// found, so that a request costs one map lookup, not the labels'
+	// hashing of two WithLabelValues and the status written as a string;
+	// deprecatedBy does the same for the deprecated calls by operation and
+	// caller.
+	cacheMu      sync.RWMutex
+	byRoute      map[routeStatus]requestObservers
+	deprecatedBy map[[2]string]prometheus.Counter
+}
+
+// routeStatus is a route and a status of its answers.
+type routeStatus struct {
+	route  string
+	status int
+}
+
+// requestObservers are the metrics of the requests of one routeStatus.
+type requestObservers struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 // newMetrics registers every metric; st supplies the pet counts and the
 // database error count when Prometheus scrapes.
 func newMetrics(st *store) *metrics {
 	m := &metrics{
-		registry: prometheus.NewRegistry(),
+		byRoute:      map[routeStatus]requestObservers{},
+		deprecatedBy: map[[2]string]prometheus.Counter{},
+		registry:     prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "petstore_http_requests_total",
 			Help: "HTTP requests answered, by route (the mux pattern, or unmatched) and status code.",
@@ -139,10 +163,36 @@ func (m *metrics) orderPlaced() { m.orders.WithLabelValues("new", orderPlaced).I
 // orderChanged counts an order moved from one status to another.
 func (m *metrics) orderChanged(from, to string) { m.orders.WithLabelValues(from, to).Inc() }
 
+// deprecatedCall counts an authenticated call of a deprecated operation by
+// its caller's label.
+func (m *metrics) deprecatedCall(operation, caller string) {
+	key := [2]string{operation, caller}
+	m.cacheMu.RLock()
+	c, ok := m.deprecatedBy[key]
+	m.cacheMu.RUnlock()
+	if !ok {
+		c = m.deprecated.WithLabelValues(operation, caller)
+		m.cacheMu.Lock()
+		m.deprecatedBy[key] = c
+		m.cacheMu.Unlock()
+	}
+	c.Inc()
+}
+
 // observeRequest records one answered request.
 func (m *metrics) observeRequest(route string, status int, elapsed time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(route).Observe(elapsed.Seconds())
+	key := routeStatus{route: route, status: status}
+	m.cacheMu.RLock()
+	o, ok := m.byRoute[key]
+	m.cacheMu.RUnlock()
+	if !ok {
+		o = requestObservers{requests: m.requests.WithLabelValues(route, strconv.Itoa(status)), duration: m.duration.WithLabelValues(route)}
+		m.cacheMu.Lock()
+		m.byRoute[key] = o
+		m.cacheMu.Unlock()
+	}
+	o.requests.Inc()
+	o.duration.Observe(elapsed.Seconds())
 }
 
 // handler serves the metrics in the Prometheus text format. A metric that

@@ -169,11 +169,11 @@ func petIDOf(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int64, b
 // separators, no invisible format characters but the joiners, and at least
 // one letter, digit, punctuation mark or symbol (see nameFormatOK).
 func decodeName(raw json.RawMessage, dst *string) error {
-	var s string
 	if kind := jsonKind(raw); kind != "string" {
 		return errorf(codeInvalidField, "field name must be a JSON string, not %s", withArticle(kind))
 	}
-	if json.Unmarshal(raw, &s) != nil {
+	s, ok := jsonString(raw)
+	if !ok {
 		return errorf(codeInvalidField, "field name must be a JSON string")
 	}
 	n := utf8.RuneCountInString(s)
@@ -291,19 +291,20 @@ func deprecated(m *metrics, next http.Handler) http.Handler {
 	deprecation := fmt.Sprintf("@%d", getPetDeprecated.Unix())
 	sunset := getPetSunset.Format(http.TimeFormat)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Deprecation", deprecation)
-		h.Set("Sunset", sunset)
 		// One Link field with both links, comma-separated (RFC 8288): many
 		// clients read only the first field of a repeated header.
 		link := `</v1/openapi.json>; rel="deprecation"; type="application/json"`
 		if id, ok := parsePathID(r.PathValue("petId")); ok {
 			link += ", </v1/pets?id=" + strconv.FormatInt(id, 10) + `>; rel="successor-version"`
 		}
-		h.Set("Link", link)
+		// What h.Set would do, with the names already canonical and the
+		// three values in one allocation.
+		h := w.Header()
+		values := []string{deprecation, sunset, link}
+		h["Deprecation"], h["Sunset"], h["Link"] = values[0:1:1], values[1:2:2], values[2:3:3]
 		next.ServeHTTP(w, r)
 		if info := requestInfoFrom(r.Context()); info != nil && info.caller != "" {
-			m.deprecated.WithLabelValues("getPet", info.caller).Inc()
+			m.deprecatedCall("getPet", info.caller)
 		}
 	})
 }

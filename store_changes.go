@@ -54,14 +54,30 @@ type change struct {
 // rowScanner reads one row of a statement's result into a T.
 type rowScanner[T any] func(row interface{ Scan(...any) error }, dst *T) error
 
+// stmt is stmt bound to the transaction, once per batch: binding makes a
+// statement of the transaction's own and looks up the connection's
+// prepared one, which every job of a batch would otherwise pay again for
+// the same few statements.
+func (tx *txn) stmt(stmt *sql.Stmt) *sql.Stmt {
+	if tx.bound == nil {
+		return tx.tx.StmtContext(tx.ctx, stmt)
+	}
+	b, ok := tx.bound[stmt]
+	if !ok {
+		b = tx.tx.StmtContext(tx.ctx, stmt)
+		tx.bound[stmt] = b
+	}
+	return b
+}
+
 // queryRow runs stmt, a read of at most one row, inside the transaction.
 func (tx *txn) queryRow(stmt *sql.Stmt, args ...any) *sql.Row {
-	return tx.tx.StmtContext(tx.ctx, stmt).QueryRowContext(tx.ctx, args...)
+	return tx.stmt(stmt).QueryRowContext(tx.ctx, args...)
 }
 
 // query runs stmt, a read of any number of rows, inside the transaction.
 func (tx *txn) query(stmt *sql.Stmt, args ...any) (*sql.Rows, error) {
-	return tx.tx.StmtContext(tx.ctx, stmt).QueryContext(tx.ctx, args...)
+	return tx.stmt(stmt).QueryContext(tx.ctx, args...)
 }
 
 // exec runs stmt inside the transaction for the store's own bookkeeping
@@ -69,7 +85,7 @@ func (tx *txn) query(stmt *sql.Stmt, args ...any) (*sql.Rows, error) {
 // resource of the API and so record no change. It returns how many rows
 // stmt changed.
 func (tx *txn) exec(what string, stmt *sql.Stmt, args ...any) (int64, error) {
-	res, err := tx.tx.StmtContext(tx.ctx, stmt).ExecContext(tx.ctx, args...)
+	res, err := tx.stmt(stmt).ExecContext(tx.ctx, args...)
 	if err != nil {
 		return 0, tx.st.failedWrite(what, err)
 	}
@@ -130,13 +146,16 @@ func deleteRow[T any](tx *txn, res resource, stmt *sql.Stmt, id int64, before T)
 func (tx *txn) record(ch change) { tx.changes = append(tx.changes, ch) }
 
 // finishJob derives, from the changes the job recorded, what depends on
-// them inside the transaction: one event row per change, in the order the
-// changes were made. It runs after the job and inside the job's savepoint,
-// so a job undone is undone with its events. It returns the job's changes
-// in the caches' terms, published once the batch commits.
-func (tx *txn) finishJob(at time.Time) (changeSet, []eventWritten, error) {
+// them: the job's changes in the caches' terms, published once the batch
+// commits, and one event per change, in the order the changes were made.
+// The events are written by the batch (see attemptBatch), all of them in
+// one statement inside the batch's transaction, after its last job: so an
+// event still commits exactly when its change does, and a job undone (by a
+// failure, or its savepoint) leaves no event, since its events are never
+// handed to the batch.
+func (tx *txn) finishJob(at time.Time) (changeSet, []Event) {
 	var cs changeSet
-	written := make([]eventWritten, 0, len(tx.changes))
+	events := make([]Event, 0, len(tx.changes))
 	for _, ch := range tx.changes {
 		switch ch.kind {
 		case rowCreated:
@@ -144,12 +163,7 @@ func (tx *txn) finishJob(at time.Time) (changeSet, []eventWritten, error) {
 		default:
 			cs.changedIn(ch.resource, ch.id)
 		}
-		ev := eventOf(ch, at)
-		id, err := tx.insertEvent(ev)
-		if err != nil {
-			return changeSet{}, nil, err
-		}
-		written = append(written, eventWritten{id: id, typ: ev.Type})
+		events = append(events, eventOf(ch, at))
 	}
-	return cs, written, nil
+	return cs, events
 }

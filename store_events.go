@@ -1,12 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +25,8 @@ import (
 // never finds a smaller one later, whichever replica wrote it.
 
 const (
-	eventColumns   = "id, type, occurred_at, subject, data"
-	sqlInsertEvent = "INSERT INTO events (type, occurred_at, subject, data) VALUES (?, ?, ?, ?) RETURNING id"
-	sqlListEvents  = "SELECT " + eventColumns + " FROM events WHERE id > ? ORDER BY id LIMIT ?"
+	eventColumns  = "id, type, occurred_at, subject, data"
+	sqlListEvents = "SELECT " + eventColumns + " FROM events WHERE id > ? ORDER BY id LIMIT ?"
 	// sqlEventsEnd is the feed's current end: the newest event id, or the
 	// prune mark when every event was pruned, so that an id once handed out
 	// is never handed out as an end smaller than itself.
@@ -46,6 +49,21 @@ func (d dialect) listEventsOfTypes() string {
 	return "SELECT " + eventColumns + " FROM events WHERE id > ? AND type IN (" + d.textsOfJSONArray + ") ORDER BY id LIMIT ?"
 }
 
+// insertEvents is the statement that writes the events of a batch: any
+// number of them, from one parameter holding a JSON array of [type,
+// occurred_at, subject, data] arrays, inserted in the array's order (so
+// their ids grow in that order). One prepared statement serves every batch,
+// and on PostgreSQL the batch's events cost one round trip, which also
+// sends the notification that wakes the streams of every replica (see
+// eventsChannel) rather than a round trip of its own.
+func (d dialect) insertEvents() string {
+	insert := "INSERT INTO events (type, occurred_at, subject, data) " + d.eventRowsOfJSONArray + " RETURNING id"
+	if d == postgresDialect {
+		return "WITH inserted AS (" + insert + ") SELECT id FROM inserted CROSS JOIN pg_notify('" + eventsChannel + "', '')"
+	}
+	return insert
+}
+
 // eventStatements are the prepared statements of events.
 type eventStatements struct {
 	insert, list, listOfTypes, end, prunable, prune, markPruned *sql.Stmt
@@ -55,7 +73,7 @@ type eventStatements struct {
 // statements declares the events' statements for prepare.
 func (es *eventStatements) statements(s *store) []statement {
 	return []statement{
-		{s.writer, &es.insert, sqlInsertEvent},
+		{s.writer, &es.insert, s.dialect.insertEvents()},
 		{s.reader, &es.list, sqlListEvents},
 		{s.reader, &es.listOfTypes, s.dialect.listEventsOfTypes()},
 		{s.reader, &es.end, sqlEventsEnd},
@@ -75,13 +93,57 @@ type eventWritten struct {
 	typ string
 }
 
-// insertEvent writes ev and returns its id.
-func (tx *txn) insertEvent(ev Event) (int64, error) {
-	var id int64
-	if err := tx.queryRow(tx.st.eventStmts.insert, ev.Type, ev.OccurredAt.UnixMilli(), ev.Subject, string(ev.Data)).Scan(&id); err != nil {
-		return 0, tx.st.failedWrite("insert event", err)
+// insertEvents writes events, in their order, and returns what the feed is
+// told of them once the batch commits.
+func (tx *txn) insertEvents(events []Event) ([]eventWritten, error) {
+	rows, err := tx.query(tx.st.eventStmts.insert, string(appendEventRows(nil, events)))
+	if err != nil {
+		return nil, tx.st.failedWrite("insert events", err)
 	}
-	return id, nil
+	defer rows.Close()
+	written := make([]eventWritten, 0, len(events))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, tx.st.failedWrite("insert events", err)
+		}
+		written = append(written, eventWritten{id: id})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, tx.st.failedWrite("insert events", err)
+	}
+	if len(written) != len(events) {
+		return nil, fmt.Errorf("insert events: %d ids returned for %d events", len(written), len(events))
+	}
+	// The ids were taken in the array's order; RETURNING need not list
+	// them in that order.
+	slices.SortFunc(written, func(a, b eventWritten) int { return cmp.Compare(a.id, b.id) })
+	for i := range written {
+		written[i].typ = events[i].Type
+	}
+	return written, nil
+}
+
+// appendEventRows appends events as the JSON array that insertEvents reads:
+// one [type, occurred_at, subject, data] array each, data (itself JSON)
+// as a string.
+func appendEventRows(dst []byte, events []Event) []byte {
+	dst = append(dst, '[')
+	for i, ev := range events {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '[')
+		dst = appendJSONString(dst, ev.Type)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, ev.OccurredAt.UnixMilli(), 10)
+		dst = append(dst, ',')
+		dst = appendJSONString(dst, ev.Subject)
+		dst = append(dst, ',')
+		dst = appendJSONString(dst, string(ev.Data))
+		dst = append(dst, ']')
+	}
+	return append(dst, ']')
 }
 
 // scanEvent reads a row of eventColumns.

@@ -116,8 +116,9 @@ func openPostgres(ctx context.Context, dbURL string, maxConns int) (*store, erro
 }
 
 // listenForEvents wakes this replica's event streams whenever a batch of
-// any replica commits events (store_write.go sends the notification inside the
-// batch's transaction, so it arrives only if the batch committed). It holds
+// any replica commits events (the batch's statement that writes them sends
+// the notification inside the batch's transaction, see insertEvents, so it
+// arrives only if the batch committed). It holds
 // one connection of its own, outside the pools, LISTENing until ctx ends;
 // when the connection fails it wakes the streams (a notification may have
 // been lost meanwhile) and connects again a second later. A notification is

@@ -53,17 +53,22 @@ type txn struct {
 	tx      *sql.Tx
 	st      *store
 	changes []change // what this job changed, in order
+	// bound holds the statements bound to tx so far, shared by the jobs of
+	// a batch (see stmt); nil binds every statement afresh.
+	bound map[*sql.Stmt]*sql.Stmt
 }
 
-// batchChanges is what the jobs of a committed batch changed: in the
-// caches' terms, and as the events they wrote.
+// batchChanges is what the jobs of a batch changed: in the caches' terms,
+// and as the events that describe it, in the order of the changes (written
+// by attemptBatch after the last job, then as the feed is told of them).
 type batchChanges struct {
-	cache  changeSet
-	events []eventWritten
+	cache   changeSet
+	events  []Event
+	written []eventWritten
 }
 
 // add merges what one job changed.
-func (b *batchChanges) add(cs changeSet, events []eventWritten) {
+func (b *batchChanges) add(cs changeSet, events []Event) {
 	b.cache.add(cs)
 	b.events = append(b.events, events...)
 }
@@ -202,8 +207,8 @@ func (s *store) runBatch(batch []*writeJob) (expect int) {
 		// before the commit, and a stream is woken before the client could
 		// tell it of the change.
 		s.generations.publish(changes.cache)
-		if len(changes.events) > 0 {
-			s.events.committed(changes.events)
+		if len(changes.written) > 0 {
+			s.events.committed(changes.written)
 		}
 	}
 	expect = len(batch) + len(s.jobs)
@@ -244,6 +249,7 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		}
 	}
 	succeeded := false
+	bound := map[*sql.Stmt]*sql.Stmt{}
 	for i, job := range batch {
 		if err := job.ctx.Err(); err != nil {
 			// The request ended while it waited: its write never starts.
@@ -252,15 +258,12 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		}
 		// Once started, a job runs to its end, on the batch's context:
 		// interrupting a statement half-way would only waste the work.
-		tx := &txn{ctx: bg, tx: sqlTx, st: s}
+		tx := &txn{ctx: bg, tx: sqlTx, st: s, bound: bound}
 		var cs changeSet
-		var events []eventWritten
+		var events []Event
 		switch {
 		case !savepoints:
 			value, err := job.run(tx)
-			if err == nil {
-				cs, events, err = tx.finishJob(s.now())
-			}
 			if err != nil {
 				if len(batch) > 1 || s.transient(err) {
 					return results, changes, false, errRetryWithSavepoints
@@ -270,6 +273,7 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 				results[i].err = err
 				continue
 			}
+			cs, events = tx.finishJob(s.now())
 			results[i] = jobResult{value: value, ok: true}
 		default:
 			var value any
@@ -292,12 +296,17 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 	if !succeeded {
 		return results, changes, false, nil
 	}
-	if s.dialect == postgresDialect && len(changes.events) > 0 {
-		// Delivered to the listeners of every replica when, and only if,
-		// the transaction commits: a wake-up, never the data (the streams
-		// read the events from the table).
-		if _, err := sqlTx.ExecContext(bg, "SELECT pg_notify('"+eventsChannel+"', '')"); err != nil {
-			return results, changes, false, s.failedWrite("notify the event listeners", err)
+	if len(changes.events) > 0 {
+		// The events of every job that succeeded, in one statement: one
+		// round trip per batch on PostgreSQL, rather than one per change.
+		// There the same statement notifies the listeners of every
+		// replica, which PostgreSQL delivers when, and only if, the
+		// transaction commits: a wake-up, never the data (the streams read
+		// the events from the table).
+		tx := &txn{ctx: bg, tx: sqlTx, st: s, bound: bound}
+		if changes.written, err = tx.insertEvents(changes.events); err != nil {
+			clear(results)
+			return results, changes, false, err
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {
@@ -331,7 +340,7 @@ const transientTries = 3
 // (jobErr) undoes only its own statements. A job that lost a race with
 // another replica's transaction runs again, up to transientTries times.
 // txErr means the transaction can no longer be trusted.
-func (s *store) runInSavepoint(tx *txn, job *writeJob) (value any, cs changeSet, events []eventWritten, jobErr, txErr error) {
+func (s *store) runInSavepoint(tx *txn, job *writeJob) (value any, cs changeSet, events []Event, jobErr, txErr error) {
 	for try := 1; ; try++ {
 		if _, err := tx.exec("savepoint", s.writeStmts.savepoint); err != nil {
 			return nil, cs, nil, nil, err
@@ -339,7 +348,7 @@ func (s *store) runInSavepoint(tx *txn, job *writeJob) (value any, cs changeSet,
 		tx.changes = tx.changes[:0]
 		value, jobErr = job.run(tx)
 		if jobErr == nil {
-			cs, events, jobErr = tx.finishJob(s.now())
+			cs, events = tx.finishJob(s.now())
 		}
 		if jobErr != nil {
 			if _, err := tx.exec("rollback to savepoint", s.writeStmts.rollbackTo); err != nil {
