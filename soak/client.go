@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -117,9 +118,10 @@ func (a answer) lost() bool { return a.err != nil || a.status >= 500 }
 
 // do sends one request to the replica the client prefers (c % replicas),
 // or to another one that is up when it is down, waiting for one to be up.
-// A failure while the replica stayed up is counted.
+// A failure while the replica stayed up is counted. When none comes up
+// within the request timeout (a restart failed), it gives up.
 func (s *soak) do(c int, method, path, contentType, body, idemKey string) answer {
-	for {
+	for deadline := time.Now().Add(s.http.Timeout); time.Now().Before(deadline); {
 		for i := range s.reps {
 			r := s.reps[(c+i)%len(s.reps)]
 			url, epoch, up := r.target()
@@ -136,6 +138,7 @@ func (s *soak) do(c int, method, path, contentType, body, idemKey string) answer
 		}
 		time.Sleep(10 * time.Millisecond) // every replica is down: one is being restarted
 	}
+	return answer{err: errors.New("no replica up")}
 }
 
 // send sends one request to the service at url and counts it.
