@@ -803,6 +803,16 @@ func sharedPostgres() (string, error) {
 			_, err = db.Exec("CREATE DATABASE petstore")
 			db.Close()
 		}
+		if err == nil {
+			// The names of the tests' databases (postgresSchema), made
+			// here once: CREATE SEQUENCE IF NOT EXISTS is not safe
+			// against itself, and the tests run in parallel.
+			db, err = sql.Open("pgx", c.url("petstore"))
+			if err == nil {
+				_, err = db.Exec("CREATE SEQUENCE petstore_test_databases")
+				db.Close()
+			}
+		}
 		testPostgres.url, testPostgres.err = c.url("petstore"), err
 	})
 	return testPostgres.url, testPostgres.err
@@ -845,8 +855,9 @@ func postgresSchema(t testing.TB) string {
 }
 
 // testDatabases are the empty databases of the shared cluster that no
-// running test holds, named t1, t2... by a sequence of the cluster, so that
-// the two runs of the test binary never make the same name.
+// running test holds, named t1, t2... by a sequence of the cluster
+// (petstore_test_databases, made with it), so that the two runs of the test
+// binary never make the same name.
 var testDatabases databasePool
 
 // databasePool hands out the empty databases of a cluster.
@@ -872,13 +883,8 @@ func (p *databasePool) take(t testing.TB, base string) string {
 	}
 	defer db.Close()
 	var n int64
-	if err := db.QueryRowContext(t.Context(), "SELECT nextval('petstore_test_schemas')").Scan(&n); err != nil {
-		if _, err := db.ExecContext(t.Context(), "CREATE SEQUENCE IF NOT EXISTS petstore_test_schemas"); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.QueryRowContext(t.Context(), "SELECT nextval('petstore_test_schemas')").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
+	if err := db.QueryRowContext(t.Context(), "SELECT nextval('petstore_test_databases')").Scan(&n); err != nil {
+		t.Fatal(err)
 	}
 	// The name is made here from a number, never from input.
 	name := fmt.Sprintf("t%d", n)
