@@ -9,7 +9,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -816,6 +815,16 @@ func sharedPostgres() (string, error) {
 			_, err = db.Exec("CREATE DATABASE petstore")
 			db.Close()
 		}
+		if err == nil {
+			// The names of the tests' databases (postgresSchema), made
+			// here once: CREATE SEQUENCE IF NOT EXISTS is not safe
+			// against itself, and the tests run in parallel.
+			db, err = sql.Open("pgx", c.url("petstore"))
+			if err == nil {
+				_, err = db.Exec("CREATE SEQUENCE petstore_test_databases")
+				db.Close()
+			}
+		}
 		testPostgres.url, testPostgres.err = c.url("petstore"), err
 	})
 	return testPostgres.url, testPostgres.err
@@ -858,17 +867,15 @@ func postgresSchema(t testing.TB) string {
 }
 
 // testDatabases are the empty databases of the shared cluster that no
-// running test holds, named t1, t2... by a sequence of the cluster, so that
-// the two runs of the test binary never make the same name.
+// running test holds, named t1, t2... by a sequence of the cluster
+// (petstore_test_databases, made with it), so that the two runs of the test
+// binary never make the same name.
 var testDatabases databasePool
 
 // databasePool hands out the empty databases of a cluster.
 type databasePool struct {
 	mu   sync.Mutex
 	free []string
-
-	once   sync.Once // makes the sequence that names the databases
-	seqErr error     // what making it said, when it failed
 }
 
 // take returns a free database, creating one when none is free.
@@ -887,19 +894,9 @@ func (p *databasePool) take(t testing.TB, base string) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	// The sequence is made once per process. CREATE ... IF NOT EXISTS is
-	// not safe against itself: two sessions running it at once can both
-	// find no sequence, and the second fails on pg_class's unique index.
-	// So a failed create (the other run of the test binary won) is
-	// followed by one more look.
-	p.once.Do(func() {
-		if _, err := db.ExecContext(t.Context(), "CREATE SEQUENCE IF NOT EXISTS petstore_test_schemas"); err != nil {
-			p.seqErr = err
-		}
-	})
 	var n int64
-	if err := db.QueryRowContext(t.Context(), "SELECT nextval('petstore_test_schemas')").Scan(&n); err != nil {
-		t.Fatal(errors.Join(p.seqErr, err))
+	if err := db.QueryRowContext(t.Context(), "SELECT nextval('petstore_test_databases')").Scan(&n); err != nil {
+		t.Fatal(err)
 	}
 	// The name is made here from a number, never from input.
 	name := fmt.Sprintf("t%d", n)
