@@ -918,3 +918,32 @@ func TestTheFeedShowsAKeyOnlyWhatItMayRead(t *testing.T) {
 		}
 	})
 }
+
+func TestTheFeedsMetrics(t *testing.T) {
+	ts := newTestServer(t)
+	pet := ts.createPet(t, "Rex", 1, "")
+	ts.do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, pet.ID), nil)
+	// A stream that read nothing yet: its cursor is at the end it opened at,
+	// so it lags by what came after.
+	s, res := openStream(t, ts.URL, "?after=0&type=order.*", nil)
+	if res.Status != 200 {
+		t.Fatalf("stream: %d %s", res.Status, res.Body)
+	}
+	if f := s.nextEvent(t); f.Event != eventOrderPlaced {
+		t.Fatalf("first frame %+v", f)
+	}
+	body := ts.do(t, "GET", "/metrics", "", nil).Body
+	got := map[string]float64{"streams": metricValue(t, body, "petstore_event_streams", map[string]string{})}
+	for _, typ := range eventTypes {
+		got[typ] = metricValue(t, body, "petstore_events_written_total", map[string]string{"type": typ})
+	}
+	want := map[string]float64{"streams": 1, eventPetCreated: 1, eventPetUpdated: 1, eventPetDeleted: 0,
+		eventOrderPlaced: 1, eventOrderDelivered: 0, eventOrderCancelled: 0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the feed's metrics mismatch (-want +got):\n%s", diff)
+	}
+	// The stream examined every event (its cursor is the newest): no lag.
+	if lag := metricValue(t, body, "petstore_event_stream_lag_events", map[string]string{}); lag != 0 {
+		t.Errorf("petstore_event_stream_lag_events = %v, want 0 for a stream that examined every event", lag)
+	}
+}

@@ -177,7 +177,6 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
 	events := newFeed(log, st, cfg.events, time.Now)
-	m.registry.MustRegister(events.collectors()...)
 	srv := &http.Server{
 		Handler:           newServer(log, keys, st, m, events, time.Now, cfg.limits),
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
@@ -373,6 +372,7 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *fe
 		return keyed(h)
 	}
 	m.watchKeys(keys)
+	m.registry.MustRegister(events.collectors()...)
 	addRoutes(mux, scoped, routes(log, st, m, events, newIdempotency(st, lim.idempotencyTTL, now), now))
 	bodies := newBodyBudget(lim.maxBodyMemory)
 	m.watchBodyBudget(bodies)

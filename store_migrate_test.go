@@ -122,6 +122,12 @@ func TestMigrationsUpgradeAReleaseDatabaseInPlace(t *testing.T) {
 			t.Errorf("counts after the upgrade mismatch (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("no event is made for the rows that were there: the feed starts empty", func(t *testing.T) {
+		res := ts.do(t, "GET", "/v1/events", "", auth)
+		if diff := cmp.Diff("[]\n", string(res.Body)); diff != "" || res.Status != http.StatusOK {
+			t.Errorf("the feed after the upgrade: status %d, mismatch (-want +got):\n%s", res.Status, diff)
+		}
+	})
 	t.Run("ids continue after the old ones", func(t *testing.T) {
 		res := ts.do(t, "POST", "/v1/pets", `{"name":"New","categoryId":1}`, auth)
 		if diff := cmp.Diff(Pet{7, "New", 1, "available"}, decode[Pet](t, res)); diff != "" {
