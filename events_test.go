@@ -947,3 +947,40 @@ func TestTheFeedsMetrics(t *testing.T) {
 		t.Errorf("petstore_event_stream_lag_events = %v, want 0 for a stream that examined every event", lag)
 	}
 }
+
+func TestASubscriptionDeliversWhatItsKeyMayRead(t *testing.T) {
+	const petsKey, hooksOnly = "pets-reader-0123456789", "hooks-only-0123456789"
+	ts := newServerWithKeyFile(t, testKey+" all\n"+
+		petsKey+" pets scopes=pets:read,webhooks:write\n"+
+		hooksOnly+" hooks scopes=webhooks:write\n", time.Now)
+	tests := []struct {
+		name, key, body string
+		status          int
+		types           []string
+	}{
+		{"a key with every scope keeps its patterns", testKey, `{"url":"https://192.0.2.10/a"}`, 201, []string{"*"}},
+		{"every type becomes the pets' types for a pets:read key", petsKey, `{"url":"https://192.0.2.10/b"}`, 201, []string{eventPetCreated, eventPetUpdated, eventPetDeleted}},
+		{"patterns the key may read whole are kept as given", petsKey, `{"url":"https://192.0.2.10/c","types":["pet.*"]}`, 201, []string{"pet.*"}},
+		{"what the key may not read is left out", petsKey, `{"url":"https://192.0.2.10/d","types":["pet.deleted","order.*"]}`, 201, []string{eventPetDeleted}},
+		{"a key that may read no event is refused", hooksOnly, `{"url":"https://192.0.2.10/e"}`, 400, nil},
+		{"a subscription to nothing the key may read is refused", petsKey, `{"url":"https://192.0.2.10/f","types":["order.placed"]}`, 400, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := ts.do(t, "POST", "/v1/webhooks", tt.body, map[string]string{"Authorization": "Bearer " + tt.key})
+			if tt.status != 201 {
+				wantError(t, res, tt.status, codeInvalidField, "may read none")
+				return
+			}
+			var got struct {
+				Types []string `json:"types"`
+			}
+			if err := json.Unmarshal(res.Body, &got); err != nil || res.Status != 201 {
+				t.Fatalf("create: %d %s", res.Status, res.Body)
+			}
+			if diff := cmp.Diff(tt.types, got.Types); diff != "" {
+				t.Errorf("types mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
