@@ -1,5 +1,4 @@
--- 0008 (webhooks; to be renumbered 0009 once the key-identity secret's
--- migration takes 0008): subscriptions that push the change feed's events
+-- 0009: webhooks: subscriptions that push the change feed's events
 -- to a URL, and the log of every delivery attempt.
 CREATE TABLE webhooks (
     -- AUTOINCREMENT: a deleted subscription's id is never given to another,
