@@ -83,8 +83,11 @@ const (
 	defaultEventsMaxStreams = 100
 )
 
-// defaultFeedConfig is the feed's settings when none is given.
-var defaultFeedConfig = feedConfig{retention: defaultEventsRetention, heartbeat: defaultEventsHeartbeat, maxStreams: defaultEventsMaxStreams}
+// defaultFeedConfig is the feed's settings when none is given: the flags'
+// defaults.
+func defaultFeedConfig() feedConfig {
+	return feedConfig{retention: defaultEventsRetention, heartbeat: defaultEventsHeartbeat, maxStreams: defaultEventsMaxStreams}
+}
 
 // check refuses feed settings that cannot work.
 func (c feedConfig) check() error {

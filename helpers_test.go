@@ -145,7 +145,7 @@ func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 		limits: limits{idempotencyTTL: defaultIdempotencyTTL},
 		dbPath: filepath.Join(t.TempDir(), "pets.db"),
 		keys:   []string{testKey, otherTestKey},
-		events: defaultFeedConfig,
+		events: defaultFeedConfig(),
 	}
 	for _, o := range opts {
 		o(&cfg)

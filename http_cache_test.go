@@ -396,7 +396,7 @@ func TestCachesHoldAtMostTheirBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	h := newServer(slogTo(io.Discard), staticKeyring(testKey), st, newMetrics(st), newFeed(slogTo(io.Discard), st, defaultFeedConfig, time.Now), time.Now, limits{idempotencyTTL: defaultIdempotencyTTL})
+	h := newServer(slogTo(io.Discard), staticKeyring(testKey), st, newMetrics(st), newFeed(slogTo(io.Discard), st, defaultFeedConfig(), time.Now), time.Now, limits{idempotencyTTL: defaultIdempotencyTTL})
 	const pets = 20_000
 	if _, err := st.writer.ExecContext(t.Context(), `
 		WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ?)

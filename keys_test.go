@@ -47,7 +47,7 @@ func newServerWithKeyFile(t *testing.T, content string, now func() time.Time, li
 	if len(lim) > 0 {
 		l = lim[0]
 	}
-	events := newFeed(slogTo(logBuf), st, defaultFeedConfig, now)
+	events := newFeed(slogTo(logBuf), st, defaultFeedConfig(), now)
 	h := newServer(slogTo(logBuf), kr, st, newMetrics(st), events, now, l)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -63,7 +63,7 @@ func routeTable(t *testing.T) []route {
 		t.Fatalf("openStore: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return routes(slogTo(io.Discard), st, newMetrics(st), newFeed(slogTo(io.Discard), st, defaultFeedConfig, time.Now), newIdempotency(st, defaultIdempotencyTTL, time.Now), time.Now)
+	return routes(slogTo(io.Discard), st, newMetrics(st), newFeed(slogTo(io.Discard), st, defaultFeedConfig(), time.Now), newIdempotency(st, defaultIdempotencyTTL, time.Now), time.Now)
 }
 
 // scopeKey is the key that the scopes test gives the single scope s.
