@@ -1,17 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path"
-	"runtime/debug"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -143,14 +137,6 @@ func refusalError(rf *refusal) *apiError {
 	return nil
 }
 
-// plural says n things: "1 order", "3 orders".
-func plural(n int64, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return strconv.FormatInt(n, 10) + " " + thing + "s"
-}
-
 // errClientGone is what reading a request body returns when the client
 // closed the connection before sending all of it.
 var errClientGone = errors.New("the client closed the connection before the request was complete")
@@ -223,155 +209,3 @@ func refusedUnread(code string) bool {
 	}
 	return false
 }
-
-// writeJSON encodes v as the response body with the given status. The body is
-// encoded before anything is sent, so an encoding failure can still become a
-// clean 500.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := encodeJSON(v)
-	if err != nil {
-		writeBody(w, http.StatusInternalServerError, []byte(`{"code":"internal","message":"the server failed to encode its answer","status":500}`+"\n"))
-		return
-	}
-	writeBody(w, status, body)
-}
-
-// encodeJSON encodes v as every response body of the API is encoded.
-func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// The API is not HTML: "<API key>" reads better than "\u003cAPI key\u003e",
-	// and nosniff (in writeBody) keeps browsers from treating the body as a page.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// writeBody sends an already encoded JSON body.
-func writeBody(w http.ResponseWriter, status int, body []byte) {
-	// What h.Set would do, with the names already canonical and both
-	// values in one allocation rather than two: every answer pays it.
-	h := w.Header()
-	values := []string{"application/json", "nosniff"}
-	h["Content-Type"], h["X-Content-Type-Options"] = values[0:1:1], values[1:2:2]
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
-// recoverPanics turns a panic in a handler into a logged 500 with the standard
-// error body, instead of a dropped connection.
-func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			v := recover()
-			if v == nil {
-				return
-			}
-			if v == http.ErrAbortHandler {
-				panic(v) // the handler asked net/http to abort the response on purpose
-			}
-			writeError(w, r, log, fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
-		}()
-		next.ServeHTTP(w, r)
-	})
-}
-
-// routeErrors serves r through mux, answering in JSON where the mux itself
-// would answer in plain text: an unknown path (404), a known path with the
-// wrong method (405, keeping the mux's Allow header) and a path that is not
-// in canonical form, which the mux would redirect (a redirect would turn a
-// POST into a GET in most clients, so it is a 404 here instead). Those
-// answers, too, go through auth: a caller without a key learns nothing about
-// which paths exist.
-func routeErrors(log *slog.Logger, mux *http.ServeMux, auth func(http.Handler) http.Handler) http.Handler {
-	unrouted := auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
-		shown := abbreviate(r.URL.EscapedPath()) // as sent: /a%2Fb is not /a/b
-		if p == "" || p[0] != '/' || path.Clean(p) != p {
-			writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; paths have no empty, '.' or '..' segments and no trailing slash", shown))
-			return
-		}
-		// Let the mux's own handler decide between 404 and 405 (and set
-		// Allow), then replace its plain-text body with ours.
-		h, _ := mux.Handler(r)
-		rec := &statusRecorder{header: w.Header()}
-		h.ServeHTTP(rec, r)
-		if rec.status == http.StatusMethodNotAllowed {
-			writeError(w, r, log, errorf(codeMethodNotAllowed, "method %s is not allowed on %q; allowed: %s", abbreviate(r.Method), shown, w.Header().Get("Allow")))
-			return
-		}
-		if p == "/v1" || strings.HasPrefix(p, "/v1/") {
-			writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; GET /v1/openapi.json lists every path of the API", shown))
-			return
-		}
-		writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; the API lives under /v1, for example /v1/pets (GET /v1/openapi.json lists every path)", shown))
-	}))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p != "" && p[0] == '/' && path.Clean(p) == p {
-			// The mux routes the request once (asking it first with
-			// mux.Handler, then serving, looked the route up twice: 9% of
-			// a cached getPet's CPU). It sets r.Pattern before it calls
-			// what it found; "" means its own plain-text answer, which
-			// routedOnly throws away for unrouted to answer instead.
-			if info := requestInfoFrom(r.Context()); info != nil {
-				defer func() { info.route = r.Pattern }() // a panic too is counted under its route
-			}
-			mux.ServeHTTP(&routedOnly{ResponseWriter: w, r: r}, r)
-			if r.Pattern != "" {
-				return
-			}
-		}
-		unrouted.ServeHTTP(w, r)
-	})
-}
-
-// routedOnly passes to the real writer the answer of a handler that the mux
-// routed r to, and throws away the answer the mux itself gives when it found
-// none (r.Pattern is "" then), headers included.
-type routedOnly struct {
-	http.ResponseWriter
-	r       *http.Request
-	discard http.Header
-}
-
-func (w *routedOnly) Header() http.Header {
-	if w.r.Pattern != "" {
-		return w.ResponseWriter.Header()
-	}
-	if w.discard == nil {
-		w.discard = http.Header{}
-	}
-	return w.discard
-}
-
-func (w *routedOnly) Write(b []byte) (int, error) {
-	if w.r.Pattern != "" {
-		return w.ResponseWriter.Write(b)
-	}
-	return len(b), nil
-}
-
-func (w *routedOnly) WriteHeader(status int) {
-	if w.r.Pattern != "" {
-		w.ResponseWriter.WriteHeader(status)
-	}
-}
-
-// Unwrap lets http.ResponseController reach the real writer.
-func (w *routedOnly) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// statusRecorder records the status a handler writes and throws its body
-// away. Its header map is the real response's, so headers such as Allow
-// survive.
-type statusRecorder struct {
-	header http.Header
-	status int
-}
-
-func (s *statusRecorder) Header() http.Header { return s.header }
-
-func (s *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
-
-func (s *statusRecorder) WriteHeader(status int) { s.status = status }

@@ -1,32 +1,32 @@
 package main
 
 import (
-	"math/bits"
 	"sync/atomic"
 )
 
 // The response caches keep recent answers of the read operations, already
 // encoded, so that a repeated read (the first page of the list, above all)
-// costs no query and no encoding. This file holds their whole correctness
-// rule:
+// costs no query and no encoding. Their whole correctness rule:
 //
 //	A cached answer is served only while no write that committed after its
 //	query began could have changed it.
 //
-// It holds by three parts, all here:
+// It holds by three parts:
 //
-//   - Generations. For each resource (pets, orders) the store keeps counters
-//     that move when a write commits: appends (rows added), changes (rows
-//     changed or deleted), and changes by shard of the changed row's id.
-//   - Writes say what they change, in these terms. The store's write methods
-//     (txn methods in store_*.go) record it in the job's changeSet, the only
-//     way a job reaches the database; the writer publishes the batch's
-//     changes after the commit and before it answers any request. So a read
-//     that starts after a client saw a 2xx finds the generations moved.
-//   - Reads take the generations before their query. responseCache.item and
-//     responseCache.page read them, run the fill, and keep the answer with
-//     them; a later request is served the answer only while the generations
-//     it depends on are unchanged. An answer filled while a write commits
+//   - Generations (store_generations.go). For each resource (pets, orders)
+//     the store keeps counters that move when a write commits: appends (rows
+//     added), changes (rows changed or deleted), and changes by shard of the
+//     changed row's id.
+//   - Writes say what they change, in these terms. The store's mutation
+//     helpers (store_changes.go) record every change a job makes, the only
+//     way a job changes a row, and finishJob derives the job's changeSet
+//     from the records; the writer publishes the batch's changes after the
+//     commit and before it answers any request. So a read that starts after
+//     a client saw a 2xx finds the generations moved.
+//   - Reads take the generations before their query (this file).
+//     responseCache.item and responseCache.page read them, run the fill,
+//     and keep the answer with them; a later request is served the answer
+//     only while the generations it depends on are unchanged. An answer filled while a write commits
 //     carries the generations from before the commit, so it is never served
 //     after that write's 2xx.
 //
@@ -71,100 +71,6 @@ const defaultSlotBytes = 1 << 10
 // entryOverhead is what an entry weighs besides its body, link and filter:
 // the cacheEntry itself (112 bytes) rounded up to its allocation.
 const entryOverhead = 128
-
-// itemShards is how many counters track changes by id. A change to one pet
-// drops the cached answers of the pets in its shard only (1 in 256), not
-// every cached pet.
-const itemShards = 256
-
-// resourceGenerations count the commits that touched one resource.
-type resourceGenerations struct {
-	appends atomic.Uint64
-	changes atomic.Uint64
-	items   [itemShards]atomic.Uint64
-}
-
-// generations are the caches' clock: what they compare to tell whether a
-// write committed since an answer was read.
-type generations struct {
-	// epoch moves when every cached answer must go: a closed store serves
-	// nothing from its caches, so requests fail alike whether or not their
-	// answer was cached.
-	epoch     atomic.Uint64
-	resources [numResources]resourceGenerations
-}
-
-// changeSet is what a write changed, in the caches' terms.
-type changeSet struct {
-	appended [numResources]bool
-	changed  [numResources]bool
-	shards   [numResources][itemShards / 64]uint64 // bit i: a row of shard i changed
-}
-
-// shardOf is the item shard of an id.
-func shardOf(id int64) int { return int(uint64(id) * 0x9E3779B97F4A7C15 >> 56) }
-
-// appendedTo records that rows were added to res, each with an id greater
-// than every id before it.
-func (cs *changeSet) appendedTo(res resource) { cs.appended[res] = true }
-
-// changedIn records that the row id of res was changed or deleted.
-func (cs *changeSet) changedIn(res resource, id int64) {
-	cs.changed[res] = true
-	s := shardOf(id)
-	cs.shards[res][s/64] |= 1 << (s % 64)
-}
-
-// add merges other into cs.
-func (cs *changeSet) add(other changeSet) {
-	for r := range numResources {
-		cs.appended[r] = cs.appended[r] || other.appended[r]
-		cs.changed[r] = cs.changed[r] || other.changed[r]
-		for i, set := range other.shards[r] {
-			cs.shards[r][i] |= set
-		}
-	}
-}
-
-// publish moves the generations that cs touched. The writer calls it after
-// the commit and before answering.
-func (g *generations) publish(cs changeSet) {
-	for r := range numResources {
-		rg := &g.resources[r]
-		if cs.changed[r] {
-			for i, set := range cs.shards[r] {
-				for set != 0 {
-					low := set & -set
-					set ^= low
-					rg.items[i*64+bits.TrailingZeros64(low)].Add(1)
-				}
-			}
-			rg.changes.Add(1)
-		}
-		if cs.appended[r] {
-			rg.appends.Add(1)
-		}
-	}
-}
-
-// invalidateAll drops every cached answer of every resource.
-func (g *generations) invalidateAll() { g.epoch.Add(1) }
-
-// stamp is the generations an answer depends on, read before its query.
-type stamp struct {
-	epoch, appends, changes, item uint64
-}
-
-// stampFor reads the generations of res; item is the shard of id.
-func (g *generations) stampFor(res resource, id int64) stamp {
-	rg := &g.resources[res]
-	return stamp{
-		epoch:   g.epoch.Load(),
-		appends: rg.appends.Load(),
-		changes: rg.changes.Load(),
-		item:    rg.items[shardOf(id)].Load(),
-	}
-}
 
 // cacheKey identifies a cached answer: an item by id (limit 0), or a page
 // by its after, limit and filter.

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The query of a list operation, the same for every list: limit, after
+// (keyset pagination by id), a status filter and, where the list takes
+// one, an id filter (parseListQuery); and the Link to the next page
+// (nextLink).
+
+// Limits of a list's page; the decision table of docs/api.md states them.
+const (
+	defaultLimit = 20
+	maxLimit     = 100
+)
+
+// listSpec is what a list operation accepts: every list takes limit (1 to
+// maxLimit, default defaultLimit) and after (keyset pagination by id), and
+// a status filter over its own statuses.
+type listSpec struct {
+	operation string   // the operationId, for messages: listPets
+	item      string   // what after and id name, for messages: pet
+	path      string   // the list's path, for the Link to the next page
+	statuses  []string // the values of the status filter
+	idFilter  bool     // it takes id: a comma-separated list of ids
+}
+
+// maxIDs bounds the ids of an id filter.
+const maxIDs = 100
+
+// listQuery is a validated list query.
+type listQuery struct {
+	page   pageRequest
+	status string  // "" means no filter
+	ids    []int64 // nil means no id filter; ascending, without repeats
+}
+
+// parameters names the parameters of the list, for messages.
+func (spec listSpec) parameters() string {
+	if spec.idFilter {
+		return "limit, status, id and after"
+	}
+	return "limit, status and after"
+}
+
+// parseListQuery validates the query string of a list. A value out of range
+// is an error, never silently corrected: a client asking for 500 items and
+// getting 100 would think it had them all.
+func parseListQuery(raw string, spec listSpec) (listQuery, error) {
+	q := listQuery{page: pageRequest{limit: defaultLimit}}
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, errorf(codeInvalidParameter, "the query string is not valid URL encoding; parameters are %s, joined with '&'", spec.parameters())
+	}
+	for name, vs := range values {
+		if len(vs) > 1 {
+			return q, errorf(codeInvalidParameter, "parameter %q is given %d times; give it at most once", abbreviate(name), len(vs))
+		}
+		v := vs[0]
+		switch name {
+		case "limit":
+			n, ok := parseDecimal(v)
+			if !ok || n < 1 || n > maxLimit {
+				return q, errorf(codeInvalidParameter, "parameter limit must be an integer from 1 to %d", maxLimit)
+			}
+			q.page.limit = int(n)
+		case "status":
+			if !slices.Contains(spec.statuses, v) {
+				return q, errorf(codeInvalidParameter, "parameter status must be one of %s", strings.Join(spec.statuses, ", "))
+			}
+			q.status = v
+		case "after":
+			n, ok := parseDecimal(v)
+			if !ok {
+				return q, errorf(codeInvalidParameter, "parameter after must be %s id: an integer from 0 to 9223372036854775807", article(spec.item))
+			}
+			q.page.after = n
+		case "id":
+			if !spec.idFilter {
+				return q, errorf(codeInvalidParameter, "unknown parameter %q; %s takes %s", "id", spec.operation, spec.parameters())
+			}
+			if q.ids, err = parseIDList(v, spec.item); err != nil {
+				return q, err
+			}
+		default:
+			return q, errorf(codeInvalidParameter, "unknown parameter %q; %s takes %s", abbreviate(name), spec.operation, spec.parameters())
+		}
+	}
+	return q, nil
+}
+
+// parseIDList reads the value of an id filter: 1 to maxIDs ids, each a
+// positive int64, separated by commas (OpenAPI's style form, explode false).
+// It returns them in ascending order without repeats.
+func parseIDList(v, item string) ([]int64, error) {
+	items := strings.Split(v, ",")
+	if len(items) > maxIDs {
+		return nil, errorf(codeInvalidParameter, "parameter id holds %d ids; the limit is %d", len(items), maxIDs)
+	}
+	ids := make([]int64, 0, len(items))
+	for i, s := range items {
+		id, ok := parsePathID(s)
+		if !ok {
+			return nil, errorf(codeInvalidParameter, "parameter id: item %d (%q) is not %s id; give 1 to %d ids, integers from 1 to 9223372036854775807 separated by commas, such as id=7,9,12", i+1, abbreviate(s), article(item), maxIDs)
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+// nextLink is the RFC 8288 Link header that points at the page after the
+// item with id last, with the same limit and filter.
+func (spec listSpec) nextLink(q listQuery, last int64) string {
+	var b strings.Builder
+	b.WriteString("<")
+	b.WriteString(spec.path)
+	b.WriteString("?limit=")
+	b.WriteString(strconv.Itoa(q.page.limit))
+	if q.status != "" {
+		b.WriteString("&status=")
+		b.WriteString(q.status)
+	}
+	for i, id := range q.ids {
+		if i == 0 {
+			b.WriteString("&id=")
+		} else {
+			b.WriteString(",")
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
+	}
+	b.WriteString("&after=")
+	b.WriteString(strconv.FormatInt(last, 10))
+	b.WriteString(`>; rel="next"`)
+	return b.String()
+}
