@@ -11,21 +11,52 @@ import (
 // change's record (store_changes.go) in the transaction of the change. The
 // feed (events_feed.go) serves them in id order, which is commit order.
 
-// The event types.
-const (
-	eventPetCreated     = "pet.created"
-	eventPetUpdated     = "pet.updated"
-	eventPetDeleted     = "pet.deleted"
-	eventOrderPlaced    = "order.placed"
-	eventOrderDelivered = "order.delivered"
-	eventOrderCancelled = "order.cancelled"
-)
+// eventTypes are every event type, each resource's (resourceSpecs) in turn:
+// the order in which the metrics and messages list them.
+var eventTypes = func() []string {
+	var types []string
+	for _, spec := range resourceSpecs {
+		types = append(types, spec.events...)
+	}
+	return types
+}()
 
-// eventTypes are every event type, in the order the metrics list them.
-var eventTypes = [...]string{eventPetCreated, eventPetUpdated, eventPetDeleted, eventOrderPlaced, eventOrderDelivered, eventOrderCancelled}
+// eventPatterns are the type patterns a filter may name besides the types
+// themselves: a resource's every type, "pet.*".
+var eventPatterns = func() []string {
+	var patterns []string
+	for _, spec := range resourceSpecs {
+		patterns = append(patterns, spec.name+".*")
+	}
+	return patterns
+}()
+
+// eventReadScopes says which scope reads which events, as messages do:
+// "pet.* needs the scope pets:read, order.* orders:read".
+func eventReadScopes() string {
+	var b strings.Builder
+	for r, spec := range resourceSpecs {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(spec.name + ".* ")
+		if r == 0 {
+			b.WriteString("needs the scope ")
+		}
+		b.WriteString(string(spec.readScope))
+	}
+	return b.String()
+}
 
 // eventTypeIndex is the index of typ in eventTypes, -1 when it is none.
-func eventTypeIndex(typ string) int { return slices.Index(eventTypes[:], typ) }
+func eventTypeIndex(typ string) int { return slices.Index(eventTypes, typ) }
+
+// eventRow is a resource's row as its events carry it: the type of the
+// event a change of each kind makes, and the row as GET returns it.
+type eventRow interface {
+	eventType(kind changeKind) string
+	appendJSON(dst []byte) []byte
+}
 
 // Event is one committed change, as the feed and webhooks send it.
 type Event struct {
@@ -39,17 +70,13 @@ type Event struct {
 // eventOf is the event of the change ch, made at the instant at (its id is
 // the database's to give).
 func eventOf(ch change, at time.Time) Event {
-	ev := Event{OccurredAt: at.UTC().Truncate(time.Millisecond), Subject: ch.resource.pathOf(ch.id)}
-	switch row := ch.row.(type) {
-	case Pet:
-		ev.Type = "pet." + ch.kind.String()
-		ev.Data = appendPet(make([]byte, 0, 96), row)
-	case Order:
-		// An order is never deleted; its events name what became of it.
-		ev.Type = "order." + row.Status
-		ev.Data = appendOrder(make([]byte, 0, 128), row)
+	row := ch.row.(eventRow) // every resource's row is one: a row that is not fails the first test that writes it
+	return Event{
+		Type:       row.eventType(ch.kind),
+		OccurredAt: at.UTC().Truncate(time.Millisecond),
+		Subject:    ch.resource.pathOf(ch.id),
+		Data:       row.appendJSON(make([]byte, 0, 128)),
 	}
-	return ev
 }
 
 // appendEvent appends ev as a JSON object.
@@ -79,23 +106,19 @@ func eventsBody(events []Event) []byte {
 	return append(dst, ']', '\n')
 }
 
-// eventPatterns are the type patterns a filter may name besides the types
-// themselves: a resource's every type.
-var eventPatterns = [...]string{"pet.*", "order.*"}
-
 // expandEventTypes turns a list of type patterns into the types it names,
 // in eventTypes' order, without repeats. ok is false, with the first
 // pattern it does not know, when one is neither a type nor a pattern
 // (allowStar also allows "*", every type).
 func expandEventTypes(patterns []string, allowStar bool) (types []string, unknown string, ok bool) {
-	want := [len(eventTypes)]bool{}
+	want := make([]bool, len(eventTypes))
 	for _, p := range patterns {
 		switch {
 		case p == "*" && allowStar:
 			for i := range want {
 				want[i] = true
 			}
-		case slices.Contains(eventPatterns[:], p):
+		case slices.Contains(eventPatterns, p):
 			prefix := strings.TrimSuffix(p, "*")
 			for i, t := range eventTypes {
 				if strings.HasPrefix(t, prefix) {
@@ -114,12 +137,4 @@ func expandEventTypes(patterns []string, allowStar bool) (types []string, unknow
 		}
 	}
 	return types, "", true
-}
-
-// resourceOfEventType is the resource whose changes events of typ describe.
-func resourceOfEventType(typ string) resource {
-	if strings.HasPrefix(typ, "order.") {
-		return ordersResource
-	}
-	return petsResource
 }

@@ -128,7 +128,7 @@ func parseEventsQuery(raw string) (eventsQuery, error) {
 		case "type":
 			types, unknown, ok := expandEventTypes(strings.Split(v, ","), false)
 			if !ok {
-				return q, errorf(codeInvalidParameter, "parameter type: %q is not an event type; give types or patterns separated by commas, from %s, pet.*, order.*", abbreviate(unknown), strings.Join(eventTypes[:], ", "))
+				return q, errorf(codeInvalidParameter, "parameter type: %q is not an event type; give types or patterns separated by commas, from %s, %s", abbreviate(unknown), strings.Join(eventTypes, ", "), strings.Join(eventPatterns, ", "))
 			}
 			q.types, q.rawTypes = types, v
 		case "ticket":
@@ -557,11 +557,11 @@ func redeemTicket(ctx context.Context, st *store, kr keyring, now time.Time, tic
 func readableTypes(ctx context.Context, types []string) []string {
 	scopes := callerScopes(ctx)
 	if types == nil {
-		types = eventTypes[:]
+		types = eventTypes
 	}
 	readable := make([]string, 0, len(types))
 	for _, t := range types {
-		if scopes.has(readScopeOf[resourceOfEventType(t)]) {
+		if r, ok := resourceOfEventType(t); ok && scopes.has(resourceSpecs[r].readScope) {
 			readable = append(readable, t)
 		}
 	}
@@ -570,9 +570,6 @@ func readableTypes(ctx context.Context, types []string) []string {
 	}
 	return readable
 }
-
-// readScopeOf is the scope that reads each resource, and so its events.
-var readScopeOf = [numResources]scope{petsResource: scopePetsRead, ordersResource: scopeOrdersRead}
 
 // requireKeyOrTicket is auth for the feed: a request that carries a stream
 // ticket and no Authorization header is let through with the rights of the

@@ -50,21 +50,6 @@ import (
 // is under it again. Dropping an answer only costs a query later: the rule
 // above is untouched.
 
-// Slots and byte budgets of the four caches: 10 MiB in all, whatever the
-// size of the table and whatever the answers hold. A pet's answer with its
-// bookkeeping weighs about 200 bytes, an order's about 260, a page of 20
-// pets about 1.5 KB and one of 100 pets 7 to 65 KB.
-const (
-	listCacheSlots  = 1 << 10
-	listCacheBytes  = 4 << 20
-	petCacheSlots   = 1 << 14
-	petCacheBytes   = 4 << 20
-	orderListSlots  = 1 << 8
-	orderListBytes  = 1 << 20
-	orderCacheSlots = 1 << 12
-	orderCacheBytes = 1 << 20
-)
-
 // defaultSlotBytes is the budget per slot of a cache made without one.
 const defaultSlotBytes = 1 << 10
 
@@ -156,19 +141,19 @@ func (c *responseCache) store(slot *atomic.Pointer[cacheEntry], e *cacheEntry) {
 	}
 }
 
-// responseCache returns the cache of a read operation on res, of n slots
-// holding at most maxBytes.
+// responseCache returns the cache of a read operation on res, within budget
+// (its resource's declaration sets it: resourceSpecs).
 // On PostgreSQL it keeps nothing: every read goes to the database. Other
 // replicas write the same database, and this process learns of their commits
 // only by asking the database, which costs a round trip per request, as
 // much as the indexed read it would save; so a replica serves only what the
 // database says at the moment of the request, and a client that got a 2xx
 // from one replica sees the change on any other at once.
-func (s *store) responseCache(res resource, n int, maxBytes int64) *responseCache {
+func (s *store) responseCache(res resource, budget cacheBudget) *responseCache {
 	if s.dialect == postgresDialect {
 		return &responseCache{}
 	}
-	return newResponseCache(&s.generations, res, n).bounded(maxBytes)
+	return newResponseCache(&s.generations, res, budget.slots).bounded(budget.bytes)
 }
 
 // item returns the encoded answer for the row id, from the cache while it

@@ -418,7 +418,8 @@ func TestCachesHoldAtMostTheirBudget(t *testing.T) {
 		return m.HeapAlloc
 	}
 	before := heap()
-	for after := range 2 * listCacheSlots {
+	spec := resourceSpecs[petsResource]
+	for after := range 2 * spec.listCache.slots {
 		serve(fmt.Sprintf("/v1/pets?limit=100&after=%d", after))
 	}
 	for id := range pets {
@@ -428,7 +429,7 @@ func TestCachesHoldAtMostTheirBudget(t *testing.T) {
 	runtime.KeepAlive(h) // the caches live as long as the handler
 	// The two budgets, and 1 MiB for everything else the requests leave
 	// (the metrics, the pools of the database connections).
-	limit := int64(listCacheBytes + petCacheBytes + 1<<20)
+	limit := spec.listCache.bytes + spec.itemCache.bytes + 1<<20
 	t.Logf("the heap grew by %.1f MiB", float64(grown)/(1<<20))
 	if grown > limit {
 		t.Errorf("the heap grew by %.1f MiB, more than the caches' budgets and 1 MiB (%.1f MiB)", float64(grown)/(1<<20), float64(limit)/(1<<20))

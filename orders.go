@@ -39,6 +39,20 @@ type Order struct {
 	UpdatedAt time.Time
 }
 
+// The events of orders. An order is never deleted; its events name what
+// became of it: its status after the change.
+const (
+	eventOrderPlaced    = "order.placed"
+	eventOrderDelivered = "order.delivered"
+	eventOrderCancelled = "order.cancelled"
+)
+
+// eventType is the type of the event a change to o makes: its status.
+func (o Order) eventType(changeKind) string { return "order." + o.Status }
+
+// appendJSON appends o as GET returns it, for its events.
+func (o Order) appendJSON(dst []byte) []byte { return appendOrder(dst, o) }
+
 // listOrdersSpec is what listOrders accepts.
 var listOrdersSpec = listSpec{operation: "listOrders", item: "order", path: "/v1/store/orders", statuses: orderStatuses}
 
@@ -70,7 +84,7 @@ func placeOrder(now func() time.Time, placed func()) creator {
 // handleListOrders serves listOrders: GET /v1/store/orders?limit=&status=&after=.
 // Pages are cached encoded (see http_cache.go).
 func handleListOrders(log *slog.Logger, st *store) http.Handler {
-	return handleList(log, listOrdersSpec, st.responseCache(ordersResource, orderListSlots, orderListBytes),
+	return handleList(log, listOrdersSpec, st.responseCache(ordersResource, resourceSpecs[ordersResource].listCache),
 		func(ctx context.Context, q listQuery) (page[Order], error) {
 			return st.listOrders(ctx, q.status, q.page)
 		},
@@ -80,7 +94,7 @@ func handleListOrders(log *slog.Logger, st *store) http.Handler {
 // handleGetOrder serves getOrder: GET /v1/store/orders/{orderId}. Found
 // orders are cached encoded (see http_cache.go).
 func handleGetOrder(log *slog.Logger, st *store) http.Handler {
-	return handleItem(log, st.responseCache(ordersResource, orderCacheSlots, orderCacheBytes), orderIDOf, func(ctx context.Context, id int64) ([]byte, error) {
+	return handleItem(log, st.responseCache(ordersResource, resourceSpecs[ordersResource].itemCache), orderIDOf, func(ctx context.Context, id int64) ([]byte, error) {
 		o, err := st.getOrder(ctx, id)
 		if err != nil {
 			return nil, err

@@ -37,6 +37,19 @@ type Pet struct {
 	Status     string `json:"status"`
 }
 
+// The events of pets: one per change, named after what the change did.
+const (
+	eventPetCreated = "pet.created"
+	eventPetUpdated = "pet.updated"
+	eventPetDeleted = "pet.deleted"
+)
+
+// eventType is the type of the event a change of this kind to p makes.
+func (p Pet) eventType(kind changeKind) string { return "pet." + kind.String() }
+
+// appendJSON appends p as GET returns it, for its events.
+func (p Pet) appendJSON(dst []byte) []byte { return appendPet(dst, p) }
+
 // newPet is a validated createPet request body (a NewPet, with the default
 // status filled in).
 type newPet struct {
@@ -51,7 +64,7 @@ var listPetsSpec = listSpec{operation: "listPets", item: "pet", path: "/v1/pets"
 // handleListPets serves listPets: GET /v1/pets?limit=&status=&id=&after=.
 // Pages are cached encoded (see http_cache.go), except those of the id filter.
 func handleListPets(log *slog.Logger, st *store) http.Handler {
-	return handleList(log, listPetsSpec, st.responseCache(petsResource, listCacheSlots, listCacheBytes),
+	return handleList(log, listPetsSpec, st.responseCache(petsResource, resourceSpecs[petsResource].listCache),
 		func(ctx context.Context, q listQuery) (page[Pet], error) {
 			if q.ids != nil {
 				return st.listPetsByID(ctx, q.ids, q.status, q.page)
@@ -261,7 +274,7 @@ func decodeStatus(raw json.RawMessage, dst *string) error {
 // that a test can move past the sunset. Found pets are cached encoded (see
 // http_cache.go).
 func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handler {
-	found := handleItem(log, st.responseCache(petsResource, petCacheSlots, petCacheBytes), petIDOf, func(ctx context.Context, id int64) ([]byte, error) {
+	found := handleItem(log, st.responseCache(petsResource, resourceSpecs[petsResource].itemCache), petIDOf, func(ctx context.Context, id int64) ([]byte, error) {
 		pet, err := st.getPet(ctx, id)
 		if err != nil {
 			return nil, err

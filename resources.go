@@ -1,10 +1,13 @@
 package main
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // resource names a kind of row the API serves: each has its generations in
-// the response caches (http_cache.go), its change records (store_changes.go) and
-// its events (events.go).
+// the response caches (store_generations.go), its change records
+// (store_changes.go) and its events (events.go).
 type resource int
 
 const (
@@ -13,17 +16,58 @@ const (
 	numResources
 )
 
-// resourceSpec is what the layers above the store need to know of a
-// resource, declared once per resource in resourceSpecs.
+// resourceSpec is a resource's declaration: what the layers around its own
+// files (its API file, its store file, its migrations) need to know of it,
+// once. The feed, the scopes of its events, the response caches and
+// `petstore copy` follow from it; docs/development.md counts what adding a
+// resource touches.
 type resourceSpec struct {
 	name       string // singular, as events and messages name it: "pet"
 	collection string // the path of its collection: an item is at collection/{id}
+	// readScope is the scope that reads the resource, and so its events.
+	readScope scope
+	// events are the types of its events, each "name." and a word; its
+	// row type's eventType (an eventRow) says which one a change makes.
+	events []string
+	// listCache and itemCache are the budgets of its response caches
+	// (http_cache.go): its list's pages and its rows found by id.
+	listCache, itemCache cacheBudget
+	// tables are its tables, in an order that keeps references valid, as
+	// `petstore copy` moves them (store_tables.go).
+	tables []tableSpec
 }
 
-// resourceSpecs declares every resource.
+// cacheBudget bounds one response cache: its slots, and the bytes of the
+// answers it holds (see http_cache.go).
+type cacheBudget struct {
+	slots int
+	bytes int64
+}
+
+// resourceSpecs declares every resource. The caches' budgets add up to
+// 10 MiB, whatever the size of the tables and whatever the answers hold: a
+// pet's answer with its bookkeeping weighs about 200 bytes, an order's about
+// 260, a page of 20 pets about 1.5 KB and one of 100 pets 7 to 65 KB.
 var resourceSpecs = [numResources]resourceSpec{
-	petsResource:   {name: "pet", collection: "/v1/pets"},
-	ordersResource: {name: "order", collection: "/v1/store/orders"},
+	petsResource: {
+		name: "pet", collection: "/v1/pets", readScope: scopePetsRead,
+		events:    []string{eventPetCreated, eventPetUpdated, eventPetDeleted},
+		listCache: cacheBudget{slots: 1 << 10, bytes: 4 << 20},
+		itemCache: cacheBudget{slots: 1 << 14, bytes: 4 << 20},
+		tables: []tableSpec{
+			{name: "pets", columns: []string{"id", "name", "category_id", "status"}, hasID: true, noun: "pets"},
+			{name: "pet_counts", notCopied: "kept by triggers: the destination's count the pets as the copy inserts them"},
+		},
+	},
+	ordersResource: {
+		name: "order", collection: "/v1/store/orders", readScope: scopeOrdersRead,
+		events:    []string{eventOrderPlaced, eventOrderDelivered, eventOrderCancelled},
+		listCache: cacheBudget{slots: 1 << 8, bytes: 1 << 20},
+		itemCache: cacheBudget{slots: 1 << 12, bytes: 1 << 20},
+		tables: []tableSpec{
+			{name: "orders", columns: []string{"id", "pet_id", "status", "placed_at", "updated_at"}, hasID: true, noun: "orders"},
+		},
+	},
 }
 
 // String is the resource's singular name: "pet", "order".
@@ -37,4 +81,15 @@ func (r resource) String() string {
 // pathOf is the path of the item id of r: "/v1/pets/7".
 func (r resource) pathOf(id int64) string {
 	return resourceSpecs[r].collection + "/" + strconv.FormatInt(id, 10)
+}
+
+// resourceOfEventType is the resource whose changes events of typ describe,
+// and false for a type that is no resource's.
+func resourceOfEventType(typ string) (resource, bool) {
+	for r, spec := range resourceSpecs {
+		if strings.HasPrefix(typ, spec.name+".") {
+			return resource(r), true
+		}
+	}
+	return 0, false
 }

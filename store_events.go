@@ -321,12 +321,14 @@ func (s *store) pruneTickets(ctx context.Context, now time.Time) (int64, error) 
 type eventSignal struct {
 	mu      sync.Mutex
 	ch      chan struct{}
-	last    atomic.Int64 // the newest event id this process committed or saw
-	written [len(eventTypes)]atomic.Uint64
+	last    atomic.Int64    // the newest event id this process committed or saw
+	written []atomic.Uint64 // by type, in the order of eventTypes
 }
 
 // newEventSignal returns a signal with nothing committed yet.
-func newEventSignal() *eventSignal { return &eventSignal{ch: make(chan struct{})} }
+func newEventSignal() *eventSignal {
+	return &eventSignal{ch: make(chan struct{}), written: make([]atomic.Uint64, len(eventTypes))}
+}
 
 // wait returns a channel that is closed at the next commit of events.
 func (e *eventSignal) wait() <-chan struct{} {

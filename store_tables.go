@@ -2,8 +2,9 @@ package main
 
 // tableSpec declares one table of the migrated schema: what `petstore copy`
 // moves of it, or why it moves nothing. Every table the migrations create is
-// declared here, once (TestEveryTableIsDeclared fails otherwise), so a table
-// added by a migration cannot be forgotten by the copy.
+// declared once, in its resource's declaration (resourceSpecs) or here
+// (TestEveryTableIsDeclared fails otherwise), so a table added by a
+// migration cannot be forgotten by the copy.
 type tableSpec struct {
 	// name is the table's name, the same on both backends.
 	name string
@@ -26,14 +27,11 @@ type tableSpec struct {
 	notCopied string
 }
 
-// tables are the tables of the schema, those the copy moves first, in an
-// order that keeps every reference valid (pets before the orders that name
-// them). Adding a table is one line here.
-var tables = []tableSpec{
-	{name: "pets", columns: []string{"id", "name", "category_id", "status"}, hasID: true, noun: "pets"},
-	{name: "orders", columns: []string{"id", "pet_id", "status", "placed_at", "updated_at"}, hasID: true, noun: "orders"},
+// serviceTables are the tables of the schema that are no resource's: the
+// service's own bookkeeping. A resource's tables are in its declaration
+// (resourceSpecs). Adding a table of the service is one line here.
+var serviceTables = []tableSpec{
 	{name: "idempotency_keys", columns: []string{"api_key_hmac", "idempotency_key", "operation", "fingerprint", "resource_id", "body", "created_at"}, noun: "idempotency records"},
-	{name: "pet_counts", notCopied: "kept by triggers: the destination's count the pets as the copy inserts them"},
 	{name: "idempotency_record_counts", notCopied: "kept by triggers: the destination's count the records as the copy inserts them"},
 	{name: "events", columns: []string{"id", "type", "occurred_at", "subject", "data"}, hasID: true, noun: "events"},
 	{name: "event_marks", columns: []string{"one", "pruned_through"}, singleton: true, noun: "prune marks"},
@@ -44,10 +42,22 @@ var tables = []tableSpec{
 	{name: "schema_migrations", notCopied: "the destination's own: opening it applies the migrations this binary has"},
 }
 
-// copiedTables are the tables the copy moves, in the order of tables.
+// allTables are the tables of the schema, those the copy moves first, in an
+// order that keeps every reference valid: the resources' in the order they
+// are declared (pets before the orders that name them), then the
+// service's.
+func allTables() []tableSpec {
+	var all []tableSpec
+	for _, spec := range resourceSpecs {
+		all = append(all, spec.tables...)
+	}
+	return append(all, serviceTables...)
+}
+
+// copiedTables are the tables the copy moves, in the order of allTables.
 func copiedTables() []tableSpec {
 	var copied []tableSpec
-	for _, t := range tables {
+	for _, t := range allTables() {
 		if t.notCopied == "" {
 			copied = append(copied, t)
 		}

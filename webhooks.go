@@ -392,7 +392,7 @@ func readablePatterns(ctx context.Context, patterns []string) ([]string, error) 
 	case readable == nil || len(readable) == len(types):
 		return patterns, nil
 	case len(readable) == 0:
-		return nil, errorf(codeInvalidField, "field types: this API key may read none of these events (pet.* needs the scope pets:read, order.* orders:read), so the subscription would deliver nothing")
+		return nil, errorf(codeInvalidField, "field types: this API key may read none of these events (%s), so the subscription would deliver nothing", eventReadScopes())
 	}
 	return readable, nil
 }
@@ -401,7 +401,7 @@ func readablePatterns(ctx context.Context, patterns []string) ([]string, error) 
 // to maxWebhookTypePatterns event types or patterns (pet.*, order.*, or *
 // for every type). Repeats are dropped; the order is kept.
 func decodeTypePatterns(raw json.RawMessage, dst *[]string) error {
-	known := strings.Join(eventTypes[:], ", ") + ", pet.*, order.* and *"
+	known := strings.Join(slices.Concat(eventTypes, eventPatterns), ", ") + " and *"
 	if kind := jsonKind(raw); kind != "array" {
 		return errorf(codeInvalidField, "field types must be a JSON array of event types or patterns (%s), not %s", known, withArticle(kind))
 	}
