@@ -85,14 +85,16 @@ var (
 	writeScenarios = []string{"create", "mix", "sell"}
 )
 
-// targets are the ratio targets, printed beside the measured ratios.
+// targets are the ratio targets, printed beside the measured ratios: the
+// second performance round's for list-first, get and create (durable, every
+// feature on as shipped), the first release's for the others.
 var targets = map[string]string{
 	"list-first": ">= 0.80",
 	"list-deep":  ">= 0.50",
-	"get":        ">= 0.60",
+	"get":        ">= 0.75",
 	// Judged against get: within 10% of it (see the report's scrape line).
 	"get-scraped": "",
-	"create":      ">= 0.50",
+	"create":      ">= 0.45",
 	"mix":         ">= 0.60",
 	"sell":        "",
 }
