@@ -266,8 +266,9 @@ func benchCatalogue(b *testing.B, n int) *store {
 // BenchmarkUncachedReads measures reads through the whole chain that the
 // response caches do not hold, over a million pets: a getPet of an id read
 // for the first time (bench/'s get scenario at 1,000,000 pets, where the item
-// cache holds 16k of a million answers), and a page of one status after a
-// random id in the second half of the catalogue (its list-deep scenario).
+// cache holds 16k of a million answers), a page of one status after a random
+// id in the second half of the catalogue (its list-deep scenario), and a page
+// of the id filter (ten ids; such pages are never cached).
 // The ids follow a prime stride, so that none comes back within a million
 // requests.
 //
@@ -283,6 +284,13 @@ func BenchmarkUncachedReads(b *testing.B) {
 		{"get", func(u *url.URL, i int) { u.Path = "/v1/pets/" + strconv.Itoa(i+1) }},
 		{"list-deep", func(u *url.URL, i int) {
 			u.RawQuery = "limit=20&status=" + petStatuses[i%3] + "&after=" + strconv.Itoa(n/2+i%(n/2))
+		}},
+		{"list-ids", func(u *url.URL, i int) { // ten ids, the id filter (never cached)
+			ids := make([]string, 10)
+			for j := range ids {
+				ids[j] = strconv.Itoa((i+j*99991)%n + 1)
+			}
+			u.RawQuery = "id=" + strings.Join(ids, ",")
 		}},
 	} {
 		b.Run(bench.name, func(b *testing.B) {
