@@ -100,6 +100,10 @@ type creation struct {
 	// write makes the resource inside the write transaction, or refuses
 	// to, writing nothing.
 	write func(tx *txn) (outcome[created], error)
+	// insertOnly says that write only inserts pets, which the writer may
+	// then insert with those of the other creates of its batch, in one
+	// statement (see writeInserts).
+	insertOnly bool
 }
 
 // created is what a creation made: the new resource's id and its body as
@@ -195,7 +199,11 @@ type idempotentOutcome struct {
 // that is not available) records nothing: a retry is judged afresh.
 func (ix *idempotency) create(ctx context.Context, operation, key string, cr creation) (res created, replayed bool, err error) {
 	if key == "" {
-		o, err := write(ctx, ix.st, cr.write)
+		submit := write[outcome[created]]
+		if cr.insertOnly {
+			submit = writeInserts[outcome[created]]
+		}
+		o, err := submit(ctx, ix.st, cr.write)
 		res, err := o.result(err)
 		return res, false, err
 	}

@@ -88,6 +88,7 @@ func createPet() creator {
 				pet, err := tx.insertPet(np)
 				return outcome[created]{value: created{id: pet.ID, body: petBody(pet)}}, err
 			},
+			insertOnly: true,
 		}, nil
 	}}
 }

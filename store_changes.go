@@ -59,13 +59,13 @@ type rowScanner[T any] func(row interface{ Scan(...any) error }, dst *T) error
 // prepared one, which every job of a batch would otherwise pay again for
 // the same few statements.
 func (tx *txn) stmt(stmt *sql.Stmt) *sql.Stmt {
-	if tx.bound == nil {
+	if tx.batch == nil {
 		return tx.tx.StmtContext(tx.ctx, stmt)
 	}
-	b, ok := tx.bound[stmt]
+	b, ok := tx.batch.bound[stmt]
 	if !ok {
 		b = tx.tx.StmtContext(tx.ctx, stmt)
-		tx.bound[stmt] = b
+		tx.batch.bound[stmt] = b
 	}
 	return b
 }
@@ -140,6 +140,14 @@ func deleteRow[T any](tx *txn, res resource, stmt *sql.Stmt, id int64, before T)
 	}
 	tx.record(change{resource: res, kind: rowDeleted, id: id, row: before})
 	return nil
+}
+
+// stageRow records the creation of row, the row id of res, which the batch
+// inserts later with the other rows staged beside it (see batchState): the
+// record is the same as insertRow's, since the row inserted is the row
+// staged (flushStaged checks it).
+func stageRow[T any](tx *txn, res resource, id int64, row T) {
+	tx.record(change{resource: res, kind: rowCreated, id: id, row: row})
 }
 
 // record adds ch to the job's changes.

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 )
 
 // The pets' SQL. The list statements are keyset pages (see queryPage);
@@ -21,16 +24,47 @@ const (
 	sqlHasPets          = "SELECT EXISTS (SELECT 1 FROM pets)"
 )
 
+// lastPetID is the statement that reads the last id handed to a pet (0
+// when none was), which staged pets count on from (see batchState); it runs
+// under the write lock, so no other writer takes an id meanwhile.
+func (d dialect) lastPetID() string {
+	if d == postgresDialect {
+		return "SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence('pets', 'id')::regclass), 0)"
+	}
+	// AUTOINCREMENT keeps there the largest id the table ever held.
+	return "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'pets'), 0)"
+}
+
+// insertPets is the statement that inserts the staged pets of a batch, any
+// number of them, with their ids, from one parameter holding a JSON array of
+// [id, name, category_id, status] arrays, and returns the rows inserted.
+// On PostgreSQL it moves the ids' sequence past them too (SQLite's
+// AUTOINCREMENT follows an explicit id by itself).
+func (d dialect) insertPets() string {
+	if d == postgresDialect {
+		return `WITH inserted AS (
+			INSERT INTO pets (id, name, category_id, status)
+			SELECT (e->>0)::bigint, e->>1, (e->>2)::bigint, e->>3 FROM json_array_elements(?::json) WITH ORDINALITY AS t(e, n) ORDER BY n
+			RETURNING ` + petColumns + `)
+		SELECT ` + petColumns + ` FROM inserted
+		CROSS JOIN (SELECT setval(pg_get_serial_sequence('pets', 'id'), (SELECT max(id) FROM inserted))) AS moved`
+	}
+	return "INSERT INTO pets (id, name, category_id, status) SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(?) ORDER BY key RETURNING " + petColumns
+}
+
 // petStatements are the prepared statements of pets.
 type petStatements struct {
 	insert, selectOne, selectOneTx, update, delete, hasAny *sql.Stmt
 	list, listByStatus, listByID, listByIDAndStatus        *sql.Stmt
+	lastID, insertMany                                     *sql.Stmt
 }
 
 // statements declares the pets' statements for prepare.
 func (ps *petStatements) statements(s *store) []statement {
 	return []statement{
 		{s.writer, &ps.insert, sqlInsertPet},
+		{s.writer, &ps.lastID, s.dialect.lastPetID()},
+		{s.writer, &ps.insertMany, s.dialect.insertPets()},
 		{s.reader, &ps.selectOne, sqlSelectPet},
 		{s.writer, &ps.selectOneTx, sqlSelectPet},
 		{s.writer, &ps.update, sqlUpdatePet},
@@ -150,7 +184,7 @@ func (s *store) countByStatus(ctx context.Context) (map[string]int64, error) {
 // createPet stores p and returns it with its new id. It returns only once the
 // row is committed, and with synchronous=FULL, on disk.
 func (s *store) createPet(ctx context.Context, p newPet) (Pet, error) {
-	return write(ctx, s, func(tx *txn) (Pet, error) { return tx.insertPet(p) })
+	return writeInserts(ctx, s, func(tx *txn) (Pet, error) { return tx.insertPet(p) })
 }
 
 // seed stores pets in one transaction when the database holds no pet yet,
@@ -178,11 +212,77 @@ func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
 // id before it (AUTOINCREMENT on SQLite; on PostgreSQL a sequence, and ids
 // commit in their order, see writeLock).
 func (tx *txn) insertPet(p newPet) (Pet, error) {
+	if b := tx.batch; b != nil && b.stage {
+		if b.nextPetID == 0 {
+			var last int64
+			if err := tx.queryRow(tx.st.petStmts.lastID).Scan(&last); err != nil {
+				return Pet{}, tx.st.failedWrite("read the last pet id", err)
+			}
+			b.nextPetID = last + 1
+		}
+		pet := Pet{ID: b.nextPetID, Name: p.Name, CategoryID: p.CategoryID, Status: p.Status}
+		b.nextPetID++
+		b.staged = append(b.staged, pet)
+		stageRow(tx, petsResource, pet.ID, pet)
+		return pet, nil
+	}
 	pet, ok, err := insertRow(tx, petsResource, tx.st.petStmts.insert, scanPet, Pet.rowID, p.Name, p.CategoryID, p.Status)
 	if err == nil && !ok {
 		err = fmt.Errorf("insert pet: no row returned")
 	}
 	return pet, err
+}
+
+// flushStaged inserts the pets staged by the batch's jobs so far, in one
+// statement, and checks that the rows inserted are the rows staged, which
+// their jobs recorded.
+func (tx *txn) flushStaged() error {
+	b := tx.batch
+	staged := b.staged
+	b.staged = nil
+	rows, err := tx.query(tx.st.petStmts.insertMany, string(appendPetRows(make([]byte, 0, 64*len(staged)), staged)))
+	if err != nil {
+		return tx.st.failedWrite("insert pets", err)
+	}
+	defer rows.Close()
+	inserted := make([]Pet, 0, len(staged))
+	for rows.Next() {
+		var p Pet
+		if err := scanPet(rows, &p); err != nil {
+			return tx.st.failedWrite("insert pets", err)
+		}
+		inserted = append(inserted, p)
+	}
+	if err := rows.Err(); err != nil {
+		return tx.st.failedWrite("insert pets", err)
+	}
+	// RETURNING promises no order.
+	slices.SortFunc(inserted, func(a, b Pet) int { return cmp.Compare(a.ID, b.ID) })
+	if !slices.Equal(inserted, staged) {
+		return fmt.Errorf("insert pets: %d rows inserted are not the %d staged", len(inserted), len(staged))
+	}
+	return nil
+}
+
+// appendPetRows appends pets as the JSON array of [id, name, category_id,
+// status] arrays that insertPets reads.
+func appendPetRows(dst []byte, pets []Pet) []byte {
+	dst = append(dst, '[')
+	for i, p := range pets {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '[')
+		dst = strconv.AppendInt(dst, p.ID, 10)
+		dst = append(dst, ',')
+		dst = appendJSONString(dst, p.Name)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, p.CategoryID, 10)
+		dst = append(dst, ',')
+		dst = appendJSONString(dst, p.Status)
+		dst = append(dst, ']')
+	}
+	return append(dst, ']')
 }
 
 // pageRequest asks for one keyset page: up to limit rows with an id greater

@@ -33,6 +33,11 @@ type writeJob struct {
 	ctx  context.Context
 	run  func(tx *txn) (any, error)
 	done chan jobResult // receives the job's own result, once
+	// insertOnly says that the job only inserts pets (a create without an
+	// Idempotency-Key, the seed): the writer stages its rows and inserts
+	// them with those of the other such jobs of the batch, in one
+	// statement (see batchState).
+	insertOnly bool
 }
 
 // jobResult is what the run of a job whose transaction committed returned,
@@ -53,9 +58,30 @@ type txn struct {
 	tx      *sql.Tx
 	st      *store
 	changes []change // what this job changed, in order
-	// bound holds the statements bound to tx so far, shared by the jobs of
-	// a batch (see stmt); nil binds every statement afresh.
-	bound map[*sql.Stmt]*sql.Stmt
+	// batch is what the jobs of one run of a batch share (see stmt and
+	// insertPet); nil binds every statement afresh and stages nothing.
+	batch *batchState
+}
+
+// batchState is what the jobs of one run of a batch share: the statements
+// bound to its transaction, and the pets staged for insertion.
+//
+// A batch of creates would otherwise run one INSERT per pet: on PostgreSQL,
+// a round trip each, all of them while the batch holds the replicas' write
+// lock. So in a run without savepoints, an insert-only job (writeJob's
+// insertOnly) does not insert its pet: it takes the next id (read once per
+// batch, under the write lock: no other writer takes ids meanwhile),
+// records the creation like any insert, and stages the row. The staged
+// rows are inserted in one statement, in id order, before the next job
+// that is not insert-only runs and after the last job (flushStaged); a
+// failure there fails the run, which runs again with savepoints, where
+// every insert is its own statement. So every statement still sees every
+// row inserted before it, and the rows committed are those recorded.
+type batchState struct {
+	bound     map[*sql.Stmt]*sql.Stmt // the statements bound so far
+	stage     bool                    // insert-only jobs stage their pets
+	staged    []Pet                   // staged pets, in id order
+	nextPetID int64                   // the id the next staged pet takes; 0 until read
 }
 
 // batchChanges is what the jobs of a batch changed: in the caches' terms,
@@ -93,8 +119,20 @@ const writeLock = 7_370_616_460
 // the result of the run that committed, so job must only act through tx.
 // job runs on the writer goroutine, so it must not call write itself.
 func write[T any](ctx context.Context, s *store, job func(tx *txn) (T, error)) (T, error) {
+	return submit(ctx, s, false, job)
+}
+
+// writeInserts is write for a job that only inserts pets (tx.insertPet,
+// nothing else): the writer inserts them with the pets of the other such
+// jobs of its batch, in one statement (see batchState).
+func writeInserts[T any](ctx context.Context, s *store, job func(tx *txn) (T, error)) (T, error) {
+	return submit(ctx, s, true, job)
+}
+
+// submit is write and writeInserts.
+func submit[T any](ctx context.Context, s *store, insertOnly bool, job func(tx *txn) (T, error)) (T, error) {
 	var zero T
-	j := &writeJob{ctx: ctx, done: make(chan jobResult, 1), run: func(tx *txn) (any, error) { return job(tx) }}
+	j := &writeJob{ctx: ctx, done: make(chan jobResult, 1), run: func(tx *txn) (any, error) { return job(tx) }, insertOnly: insertOnly}
 	select {
 	case s.jobs <- j:
 	case <-s.quit:
@@ -249,7 +287,7 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		}
 	}
 	succeeded := false
-	bound := map[*sql.Stmt]*sql.Stmt{}
+	shared := &batchState{bound: map[*sql.Stmt]*sql.Stmt{}}
 	for i, job := range batch {
 		if err := job.ctx.Err(); err != nil {
 			// The request ended while it waited: its write never starts.
@@ -258,7 +296,14 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		}
 		// Once started, a job runs to its end, on the batch's context:
 		// interrupting a statement half-way would only waste the work.
-		tx := &txn{ctx: bg, tx: sqlTx, st: s, bound: bound}
+		tx := &txn{ctx: bg, tx: sqlTx, st: s, batch: shared}
+		if !savepoints && !job.insertOnly && len(shared.staged) > 0 {
+			// This job may read or change what the staged rows hold.
+			if err := tx.flushStaged(); err != nil {
+				return results, changes, false, errRetryWithSavepoints
+			}
+		}
+		shared.stage = !savepoints && job.insertOnly
 		var cs changeSet
 		var events []Event
 		switch {
@@ -296,6 +341,16 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 	if !succeeded {
 		return results, changes, false, nil
 	}
+	if len(shared.staged) > 0 {
+		tx := &txn{ctx: bg, tx: sqlTx, st: s, batch: shared}
+		if err := tx.flushStaged(); err != nil {
+			if len(batch) > 1 || s.transient(err) {
+				return results, changes, false, errRetryWithSavepoints
+			}
+			clear(results)
+			return results, changes, false, err
+		}
+	}
 	if len(changes.events) > 0 {
 		// The events of every job that succeeded, in one statement: one
 		// round trip per batch on PostgreSQL, rather than one per change.
@@ -303,7 +358,7 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		// replica, which PostgreSQL delivers when, and only if, the
 		// transaction commits: a wake-up, never the data (the streams read
 		// the events from the table).
-		tx := &txn{ctx: bg, tx: sqlTx, st: s, bound: bound}
+		tx := &txn{ctx: bg, tx: sqlTx, st: s, batch: shared}
 		if changes.written, err = tx.insertEvents(changes.events); err != nil {
 			clear(results)
 			return results, changes, false, err

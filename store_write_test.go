@@ -126,6 +126,57 @@ func TestGroupCommit(t *testing.T) {
 		}
 	})
 
+	t.Run("staged creates are in the table before the next job of their batch, and ids go on after them", func(t *testing.T) {
+		ts := newTestServer(t)
+		release := blockWriter(t, ts.Store)
+		var wg sync.WaitGroup
+		var first, second Pet
+		var firstErr, secondErr, readErr error
+		var seen Pet
+		wg.Go(func() { first, firstErr = ts.Store.createPet(t.Context(), newPet{"first", 1, "sold"}) })
+		waitQueued(t, ts.Store, 1)
+		wg.Go(func() {
+			// Not insert-only: it reads what the staged create wrote.
+			seen, readErr = write(t.Context(), ts.Store, func(tx *txn) (Pet, error) {
+				var p Pet
+				err := scanPet(tx.queryRow(tx.st.petStmts.selectOneTx, 1), &p)
+				return p, err
+			})
+		})
+		waitQueued(t, ts.Store, 2)
+		wg.Go(func() { second, secondErr = ts.Store.createPet(t.Context(), newPet{"second", 2, "pending"}) })
+		waitQueued(t, ts.Store, 3)
+		commitsBefore := petAppends(ts.Store)
+		release()
+		wg.Wait()
+		if firstErr != nil || secondErr != nil || readErr != nil {
+			t.Fatalf("first create: %v; read: %v; second create: %v", firstErr, readErr, secondErr)
+		}
+		if got := petAppends(ts.Store) - commitsBefore; got != 1 {
+			t.Errorf("the three jobs took %d commits, want 1 (one batch)", got)
+		}
+		want := []Pet{{1, "first", 1, "sold"}, {2, "second", 2, "pending"}}
+		if diff := cmp.Diff(want, []Pet{first, second}); diff != "" {
+			t.Errorf("created pets mismatch (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(want[0], seen); diff != "" {
+			t.Errorf("the job after a staged create read (-want +got):\n%s", diff)
+		}
+		// An insert of its own statement (a job that is not insert-only)
+		// takes the next id: the ids' sequence moved past the staged ones.
+		third, err := write(t.Context(), ts.Store, func(tx *txn) (Pet, error) { return tx.insertPet(newPet{"third", 3, "available"}) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, Pet{3, "third", 3, "available"})
+		if diff := cmp.Diff(want, storedPets(t, ts.Store)); diff != "" {
+			t.Errorf("stored pets mismatch (-want +got):\n%s", diff)
+		}
+		if third.ID != 3 {
+			t.Errorf("the insert after the staged ones got id %d, want 3", third.ID)
+		}
+	})
+
 	t.Run("a database error fails only its own request", func(t *testing.T) {
 		ts := newTestServer(t)
 		release := blockWriter(t, ts.Store)
