@@ -152,34 +152,19 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 		if !h.Enabled(ctx, level) {
 			return
 		}
-		attrs := [...]slog.Attr{
-			slog.String("method", abbreviate(r.Method)),
-			slog.String("path", abbreviate(r.URL.Path)),
-			slog.Int("status", status),
-			slog.Int64("bytes", sw.bytes),
-			slog.Duration("duration", elapsed),
-			slog.String("request_id", info.id),
-			slog.String("caller", info.caller),
-			{}, {}, // the client and the unlogged count of a failed authentication, or the outcome of a 403
-		}
-		n := len(attrs) - 2
-		if info.forbidden {
-			attrs[n] = slog.String("outcome", "forbidden")
-			n++
+		// Its time is the end of the request, taken above.
+		line := accessLine{
+			at: start.Add(elapsed), level: level,
+			method: abbreviate(r.Method), path: abbreviate(r.URL.Path),
+			status: status, bytes: sw.bytes, duration: elapsed,
+			requestID: info.id, caller: info.caller,
+			forbidden: info.forbidden, authFailed: info.authFailed,
 		}
 		if info.authFailed {
-			attrs[n] = slog.String("client", info.client)
-			attrs[n+1] = slog.Int64("unlogged_auth_failures", unlogged.Swap(0))
-			n += 2
+			line.client = info.client
+			line.unloggedAuthFailures = unlogged.Swap(0)
 		}
-		// The record is handed to the handler directly, as log.LogAttrs
-		// would, but without the caller's program counter, which LogAttrs
-		// finds by walking the stack at every line and which the service's
-		// handlers never print (no AddSource). Its time is the end of the
-		// request, taken above.
-		rec := slog.NewRecord(start.Add(elapsed), level, "request", 0)
-		rec.AddAttrs(attrs[:n]...)
-		h.Handle(ctx, rec) // LogAttrs, too, ignores the handler's error
+		logAccess(ctx, h, &line)
 	})
 }
 

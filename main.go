@@ -278,9 +278,9 @@ func warnExpiringKeys(log *slog.Logger, keys keyring, now time.Time) {
 // newLogger returns the service's logger in the chosen format.
 func newLogger(format string, w io.Writer) *slog.Logger {
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
+		return slog.New(&logHandler{Handler: slog.NewJSONHandler(w, nil), w: w})
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	return slog.New(&logHandler{Handler: slog.NewTextHandler(w, nil), w: w, text: true})
 }
 
 // version names the build: the module version and, when the build recorded
