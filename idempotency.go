@@ -199,11 +199,11 @@ type idempotentOutcome struct {
 // that is not available) records nothing: a retry is judged afresh.
 func (ix *idempotency) create(ctx context.Context, operation, key string, cr creation) (res created, replayed bool, err error) {
 	if key == "" {
-		submit := write[outcome[created]]
+		run := write[outcome[created]]
 		if cr.insertOnly {
-			submit = writeInserts[outcome[created]]
+			run = writeInserts[outcome[created]]
 		}
-		o, err := submit(ctx, ix.st, cr.write)
+		o, err := run(ctx, ix.st, cr.write)
 		res, err := o.result(err)
 		return res, false, err
 	}
