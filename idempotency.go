@@ -95,8 +95,9 @@ type creator struct {
 type creation struct {
 	// fingerprint identifies the request by its validated content, so that
 	// a retry that spells it differently (other spacing, field order, a
-	// default written out) is still the same request.
-	fingerprint [sha256.Size]byte
+	// default written out) is still the same request. It is computed only
+	// for a request with an Idempotency-Key.
+	fingerprint func() [sha256.Size]byte
 	// write makes the resource inside the write transaction, or refuses
 	// to, writing nothing.
 	write func(tx *txn) (outcome[created], error)
@@ -209,6 +210,7 @@ func (ix *idempotency) create(ctx context.Context, operation, key string, cr cre
 	}
 	scope := idempotencyScope{key: key}
 	scope.apiKey, _ = keyIdentity(ctx)
+	fingerprint := cr.fingerprint()
 
 	// A finished key replays from a reader, without queueing for the writer.
 	rec, found, err := ix.st.lookupIdempotencyKey(ctx, scope, ix.cutoff())
@@ -216,7 +218,7 @@ func (ix *idempotency) create(ctx context.Context, operation, key string, cr cre
 		return created{}, false, err
 	}
 	if found {
-		return rec.replayFor(operation, cr.fingerprint)
+		return rec.replayFor(operation, fingerprint)
 	}
 	if !ix.claim(scope) {
 		return created{}, false, errorf(codeIdempotencyConflict, "a request with this Idempotency-Key is still being processed; wait for its answer, or retry with the same key later to receive it")
@@ -234,7 +236,7 @@ func (ix *idempotency) create(ctx context.Context, operation, key string, cr cre
 		if err != nil || res.refused != nil {
 			return idempotentOutcome{created: res}, err
 		}
-		rec = idempotencyRecord{operation: operation, fingerprint: cr.fingerprint, resourceID: res.value.id, body: res.value.body}
+		rec = idempotencyRecord{operation: operation, fingerprint: fingerprint, resourceID: res.value.id, body: res.value.body}
 		return idempotentOutcome{created: res}, tx.recordIdempotencyKey(scope, rec, ix.now(), ix.cutoff())
 	})
 	switch {
@@ -246,11 +248,11 @@ func (ix *idempotency) create(ctx context.Context, operation, key string, cr cre
 		if lookupErr != nil || !found {
 			return created{}, false, errorf(codeIdempotencyConflict, "a request with this Idempotency-Key was being processed at the same time; retry with the same key to receive its answer")
 		}
-		return rec.replayFor(operation, cr.fingerprint)
+		return rec.replayFor(operation, fingerprint)
 	case err != nil:
 		return created{}, false, err
 	case out.replayed:
-		return out.replay.replayFor(operation, cr.fingerprint)
+		return out.replay.replayFor(operation, fingerprint)
 	}
 	res, err = out.created.result(nil)
 	return res, false, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -69,7 +70,7 @@ func placeOrder(now func() time.Time, placed func()) creator {
 			return creation{}, err
 		}
 		return creation{
-			fingerprint: fingerprintOf(petID),
+			fingerprint: func() [sha256.Size]byte { return fingerprintOf(petID) },
 			write: func(tx *txn) (outcome[created], error) {
 				o, err := tx.placeOrder(petID, now())
 				if err != nil || o.refused != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -83,7 +84,7 @@ func createPet() creator {
 			return creation{}, err
 		}
 		return creation{
-			fingerprint: fingerprintOf(np.Name, np.CategoryID, np.Status),
+			fingerprint: func() [sha256.Size]byte { return fingerprintOf(np.Name, np.CategoryID, np.Status) },
 			write: func(tx *txn) (outcome[created], error) {
 				pet, err := tx.insertPet(np)
 				return outcome[created]{value: created{id: pet.ID, body: petBody(pet)}}, err

@@ -19,19 +19,14 @@ type dialect struct {
 	idsOfJSONArray string
 	// textsOfJSONArray is the same for a JSON array of strings.
 	textsOfJSONArray string
-	// eventRowsOfJSONArray selects the rows of events (type, occurred_at,
-	// subject, data) from a parameter holding a JSON array of such arrays,
-	// in the array's order.
-	eventRowsOfJSONArray string
 }
 
 var (
 	sqliteDialect = dialect{
-		name:                 "sqlite",
-		migrations:           "migrations/sqlite",
-		idsOfJSONArray:       "SELECT value FROM json_each(?)",
-		textsOfJSONArray:     "SELECT value FROM json_each(?)",
-		eventRowsOfJSONArray: "SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(?) ORDER BY key",
+		name:             "sqlite",
+		migrations:       "migrations/sqlite",
+		idsOfJSONArray:   "SELECT value FROM json_each(?)",
+		textsOfJSONArray: "SELECT value FROM json_each(?)",
 	}
 	postgresDialect = dialect{
 		name:             "postgres",
@@ -39,8 +34,6 @@ var (
 		numbered:         true,
 		idsOfJSONArray:   "SELECT value::bigint FROM jsonb_array_elements_text(?::jsonb)",
 		textsOfJSONArray: "SELECT value FROM jsonb_array_elements_text(?::jsonb)",
-		// json, not jsonb: the strings come out exactly as they went in.
-		eventRowsOfJSONArray: "SELECT e->>0, (e->>1)::bigint, e->>2, e->>3 FROM json_array_elements(?::json) WITH ORDINALITY AS t(e, n) ORDER BY n",
 	}
 )
 

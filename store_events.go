@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -49,31 +48,30 @@ func (d dialect) listEventsOfTypes() string {
 	return "SELECT " + eventColumns + " FROM events WHERE id > ? AND type IN (" + d.textsOfJSONArray + ") ORDER BY id LIMIT ?"
 }
 
-// insertEvents is the statement that writes the events of a batch: any
+// sqlInsertEventsJSON writes the events of a batch on PostgreSQL: any
 // number of them, from one parameter holding a JSON array of [type,
 // occurred_at, subject, data] arrays, inserted in the array's order (so
-// their ids grow in that order). One prepared statement serves every batch,
-// and on PostgreSQL the batch's events cost one round trip, which also
-// sends the notification that wakes the streams of every replica (see
-// eventsChannel) rather than a round trip of its own.
-func (d dialect) insertEvents() string {
-	insert := "INSERT INTO events (type, occurred_at, subject, data) " + d.eventRowsOfJSONArray + " RETURNING id"
-	if d == postgresDialect {
-		return "WITH inserted AS (" + insert + ") SELECT id FROM inserted CROSS JOIN pg_notify('" + eventsChannel + "', '')"
-	}
-	return insert
-}
+// their ids grow in that order; json, not jsonb: the strings come out
+// exactly as they went in). The batch's events cost one round trip, which
+// also sends the notification that wakes the streams of every replica (see
+// eventsChannel) rather than a round trip of its own. SQLite inserts them
+// with statements of VALUES (see valuesInsert).
+const sqlInsertEventsJSON = `WITH inserted AS (
+	INSERT INTO events (type, occurred_at, subject, data)
+	SELECT e->>0, (e->>1)::bigint, e->>2, e->>3 FROM json_array_elements(?::json) WITH ORDINALITY AS t(e, n) ORDER BY n
+	RETURNING id)
+SELECT id FROM inserted CROSS JOIN pg_notify('` + eventsChannel + `', '')`
 
 // eventStatements are the prepared statements of events.
 type eventStatements struct {
-	insert, list, listOfTypes, end, prunable, prune, markPruned *sql.Stmt
+	insert, list, listOfTypes, end, prunable, prune, markPruned *sql.Stmt    // insert: PostgreSQL
+	insertRows                                                  valuesInsert // SQLite
 	insertTicket, takeTicket, pruneTickets                      *sql.Stmt
 }
 
 // statements declares the events' statements for prepare.
 func (es *eventStatements) statements(s *store) []statement {
-	return []statement{
-		{s.writer, &es.insert, s.dialect.insertEvents()},
+	out := []statement{
 		{s.reader, &es.list, sqlListEvents},
 		{s.reader, &es.listOfTypes, s.dialect.listEventsOfTypes()},
 		{s.reader, &es.end, sqlEventsEnd},
@@ -84,6 +82,10 @@ func (es *eventStatements) statements(s *store) []statement {
 		{s.writer, &es.takeTicket, sqlTakeTicket},
 		{s.writer, &es.pruneTickets, sqlPruneTickets},
 	}
+	if s.dialect == postgresDialect {
+		return append(out, statement{s.writer, &es.insert, sqlInsertEventsJSON})
+	}
+	return append(out, es.insertRows.statements(s.writer, "INSERT INTO events (type, occurred_at, subject, data)", 4, " RETURNING id")...)
 }
 
 // eventWritten is what the writer tells the event feed of an event a batch
@@ -96,35 +98,49 @@ type eventWritten struct {
 // insertEvents writes events, in their order, and returns what the feed is
 // told of them once the batch commits.
 func (tx *txn) insertEvents(events []Event) ([]eventWritten, error) {
-	rows, err := tx.query(tx.st.eventStmts.insert, string(appendEventRows(nil, events)))
+	ids, err := tx.insertEventRows(events)
 	if err != nil {
 		return nil, tx.st.failedWrite("insert events", err)
 	}
-	defer rows.Close()
-	written := make([]eventWritten, 0, len(events))
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, tx.st.failedWrite("insert events", err)
-		}
-		written = append(written, eventWritten{id: id})
+	if len(ids) != len(events) {
+		return nil, fmt.Errorf("insert events: %d ids returned for %d events", len(ids), len(events))
 	}
-	if err := rows.Err(); err != nil {
-		return nil, tx.st.failedWrite("insert events", err)
-	}
-	if len(written) != len(events) {
-		return nil, fmt.Errorf("insert events: %d ids returned for %d events", len(written), len(events))
-	}
-	// The ids were taken in the array's order; RETURNING need not list
+	// The ids were taken in the events' order; RETURNING need not list
 	// them in that order.
-	slices.SortFunc(written, func(a, b eventWritten) int { return cmp.Compare(a.id, b.id) })
-	for i := range written {
-		written[i].typ = events[i].Type
+	slices.Sort(ids)
+	written := make([]eventWritten, len(events))
+	for i, id := range ids {
+		written[i] = eventWritten{id: id, typ: events[i].Type}
 	}
 	return written, nil
 }
 
-// appendEventRows appends events as the JSON array that insertEvents reads:
+// insertEventRows inserts events, in their order, and returns their ids.
+func (tx *txn) insertEventRows(events []Event) ([]int64, error) {
+	ids := make([]int64, 0, len(events))
+	if tx.st.dialect != postgresDialect {
+		args := make([]any, 0, 4*len(events))
+		for _, ev := range events {
+			args = append(args, ev.Type, ev.OccurredAt.UnixMilli(), ev.Subject, string(ev.Data))
+		}
+		return tx.st.eventStmts.insertRows.queryIDs(tx, args, ids)
+	}
+	rows, err := tx.query(tx.st.eventStmts.insert, string(appendEventRows(nil, events)))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// appendEventRows appends events as the JSON array that sqlInsertEventsJSON reads:
 // one [type, occurred_at, subject, data] array each, data (itself JSON)
 // as a string.
 func appendEventRows(dst []byte, events []Event) []byte {

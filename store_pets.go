@@ -35,36 +35,32 @@ func (d dialect) lastPetID() string {
 	return "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'pets'), 0)"
 }
 
-// insertPets is the statement that inserts the staged pets of a batch, any
+// sqlInsertPetsJSON inserts the staged pets of a batch on PostgreSQL, any
 // number of them, with their ids, from one parameter holding a JSON array of
-// [id, name, category_id, status] arrays, and returns the rows inserted.
-// On PostgreSQL it moves the ids' sequence past them too (SQLite's
-// AUTOINCREMENT follows an explicit id by itself).
-func (d dialect) insertPets() string {
-	if d == postgresDialect {
-		return `WITH inserted AS (
-			INSERT INTO pets (id, name, category_id, status)
-			SELECT (e->>0)::bigint, e->>1, (e->>2)::bigint, e->>3 FROM json_array_elements(?::json) WITH ORDINALITY AS t(e, n) ORDER BY n
-			RETURNING ` + petColumns + `)
-		SELECT ` + petColumns + ` FROM inserted
-		CROSS JOIN (SELECT setval(pg_get_serial_sequence('pets', 'id'), (SELECT max(id) FROM inserted))) AS moved`
-	}
-	return "INSERT INTO pets (id, name, category_id, status) SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(?) ORDER BY key RETURNING " + petColumns
-}
+// [id, name, category_id, status] arrays (one round trip), returns the rows
+// inserted, and moves the ids' sequence past them. SQLite inserts them with
+// statements of VALUES (see valuesInsert), and its AUTOINCREMENT follows an
+// explicit id by itself.
+const sqlInsertPetsJSON = `WITH inserted AS (
+	INSERT INTO pets (id, name, category_id, status)
+	SELECT (e->>0)::bigint, e->>1, (e->>2)::bigint, e->>3 FROM json_array_elements(?::json) WITH ORDINALITY AS t(e, n) ORDER BY n
+	RETURNING ` + petColumns + `)
+SELECT ` + petColumns + ` FROM inserted
+CROSS JOIN (SELECT setval(pg_get_serial_sequence('pets', 'id'), (SELECT max(id) FROM inserted))) AS moved`
 
 // petStatements are the prepared statements of pets.
 type petStatements struct {
 	insert, selectOne, selectOneTx, update, delete, hasAny *sql.Stmt
 	list, listByStatus, listByID, listByIDAndStatus        *sql.Stmt
-	lastID, insertMany                                     *sql.Stmt
+	lastID, insertMany                                     *sql.Stmt    // insertMany: PostgreSQL
+	insertRows                                             valuesInsert // SQLite
 }
 
 // statements declares the pets' statements for prepare.
 func (ps *petStatements) statements(s *store) []statement {
-	return []statement{
+	out := []statement{
 		{s.writer, &ps.insert, sqlInsertPet},
 		{s.writer, &ps.lastID, s.dialect.lastPetID()},
-		{s.writer, &ps.insertMany, s.dialect.insertPets()},
 		{s.reader, &ps.selectOne, sqlSelectPet},
 		{s.writer, &ps.selectOneTx, sqlSelectPet},
 		{s.writer, &ps.update, sqlUpdatePet},
@@ -75,6 +71,10 @@ func (ps *petStatements) statements(s *store) []statement {
 		{s.reader, &ps.listByID, s.dialect.listPetsByID(false)},
 		{s.reader, &ps.listByIDAndStatus, s.dialect.listPetsByID(true)},
 	}
+	if s.dialect == postgresDialect {
+		return append(out, statement{s.writer, &ps.insertMany, sqlInsertPetsJSON})
+	}
+	return append(out, ps.insertRows.statements(s.writer, "INSERT INTO pets (id, name, category_id, status)", 4, "")...)
 }
 
 // listPetsByID is the statement of the id filter, with a status or without.
@@ -233,13 +233,34 @@ func (tx *txn) insertPet(p newPet) (Pet, error) {
 	return pet, err
 }
 
-// flushStaged inserts the pets staged by the batch's jobs so far, in one
-// statement, and checks that the rows inserted are the rows staged, which
-// their jobs recorded.
+// flushStaged inserts the pets staged by the batch's jobs so far and checks
+// that the rows inserted are the rows staged, which their jobs recorded: on
+// SQLite, that as many rows were inserted (the values are bound as they
+// are, into STRICT columns); on PostgreSQL, where they go through JSON and
+// casts, that the rows returned are those staged.
 func (tx *txn) flushStaged() error {
 	b := tx.batch
 	staged := b.staged
 	b.staged = nil
+	if tx.st.dialect == postgresDialect {
+		return tx.flushStagedJSON(staged)
+	}
+	args := make([]any, 0, 4*len(staged))
+	for _, p := range staged {
+		args = append(args, p.ID, p.Name, p.CategoryID, p.Status)
+	}
+	n, err := tx.st.petStmts.insertRows.exec(tx, args)
+	if err != nil {
+		return tx.st.failedWrite("insert pets", err)
+	}
+	if n != int64(len(staged)) {
+		return fmt.Errorf("insert pets: %d rows inserted for the %d staged", n, len(staged))
+	}
+	return nil
+}
+
+// flushStagedJSON is flushStaged on PostgreSQL: one statement.
+func (tx *txn) flushStagedJSON(staged []Pet) error {
 	rows, err := tx.query(tx.st.petStmts.insertMany, string(appendPetRows(make([]byte, 0, 64*len(staged)), staged)))
 	if err != nil {
 		return tx.st.failedWrite("insert pets", err)
@@ -265,7 +286,7 @@ func (tx *txn) flushStaged() error {
 }
 
 // appendPetRows appends pets as the JSON array of [id, name, category_id,
-// status] arrays that insertPets reads.
+// status] arrays that sqlInsertPetsJSON reads.
 func appendPetRows(dst []byte, pets []Pet) []byte {
 	dst = append(dst, '[')
 	for i, p := range pets {
