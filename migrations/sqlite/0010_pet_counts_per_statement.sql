@@ -1,0 +1,3 @@
+-- 0010: on PostgreSQL, the pets' counts are kept per statement from here on
+-- (see migrations/postgres/0010). SQLite has only row triggers, so 0005's
+-- stay as they are: the tables are the same on both, as every version's are.
