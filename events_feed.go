@@ -338,11 +338,18 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 	for {
 		// Read and send everything after the cursor, a batch at a time.
 		for {
-			events, err := f.st.listEvents(ctx, cursor, streamReadBatch, nil)
+			events, prunedThrough, err := f.st.streamEvents(ctx, cursor, streamReadBatch)
 			if err != nil {
 				if ctx.Err() == nil {
 					f.log.WarnContext(ctx, "event stream ended: reading the events failed", "err", err)
 				}
+				return
+			}
+			if cursor < prunedThrough {
+				// Events after the cursor were pruned while the stream
+				// waited: they cannot be sent any more, so the stream
+				// ends, and the client's reconnection gets the 410 that
+				// says so.
 				return
 			}
 			buf = buf[:0]
@@ -391,13 +398,6 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 			return
 		}
 		wake = f.st.events.wait()
-		// Events pruned past the cursor while the stream waited cannot be
-		// sent any more: the stream ends, and the client's reconnection
-		// gets the 410 that says so.
-		bounds, err := f.st.eventBounds(ctx)
-		if err != nil || cursor < bounds.prunedThrough {
-			return
-		}
 	}
 }
 

@@ -567,6 +567,57 @@ func TestPrunedEventsAreGoneAndOldCursorsExpire(t *testing.T) {
 	}
 }
 
+// TestAStreamBehindThePruneMarkEndsWithoutSkipping: events after a
+// stream's position that are pruned before it reads them are a gap it must
+// not pass over. It sends nothing after the gap and ends, and reconnecting
+// from its position is the 410 that says why.
+func TestAStreamBehindThePruneMarkEndsWithoutSkipping(t *testing.T) {
+	ts := newTestServer(t)
+	for range 3 {
+		ts.createPet(t, "Rex", 1, "")
+	}
+	s, res := openStream(t, ts.URL, "", nil) // at the end: event 3
+	if res.Status != 200 {
+		t.Fatalf("open: %d %s", res.Status, res.Body)
+	}
+	// Events 4 and 5 commit and 4 is pruned before the stream reads
+	// either, in one transaction: a prune that overtakes a slow stream.
+	tx, err := ts.Store.writer.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for _, q := range []string{
+		"INSERT INTO events (id, type, occurred_at, subject, data) VALUES (4, 'pet.created', 0, '/v1/pets/4', '{}'), (5, 'pet.created', 0, '/v1/pets/5', '{}')",
+		"UPDATE event_marks SET pruned_through = 4",
+		"DELETE FROM events WHERE id <= 4",
+	} {
+		if _, err := tx.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ts.Store.events.committed([]eventWritten{{id: 4, typ: eventPetCreated}, {id: 5, typ: eventPetCreated}})
+	for {
+		select {
+		case f, ok := <-s.frames:
+			if !ok {
+				// Ended; reconnecting from event 3 is 410.
+				_, res := openStream(t, ts.URL, "", map[string]string{"Last-Event-ID": "3"})
+				wantError(t, res, 410, codeCursorExpired, "without a cursor")
+				return
+			}
+			if f.ID != "" {
+				t.Fatalf("the stream sent %+v past the pruned event 4", f)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stream neither ended nor sent within 10 s")
+		}
+	}
+}
+
 func TestStreamTickets(t *testing.T) {
 	clock := &fakeClock{}
 	clock.set(time.Now())

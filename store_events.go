@@ -26,6 +26,10 @@ import (
 const (
 	eventColumns  = "id, type, occurred_at, subject, data"
 	sqlListEvents = "SELECT " + eventColumns + " FROM events WHERE id > ? ORDER BY id LIMIT ?"
+	// sqlStreamEvents is sqlListEvents with the prune mark on each row, read
+	// in the same statement: a stream learns in one query both what to send
+	// and whether it may (see streamEvents).
+	sqlStreamEvents = "SELECT " + eventColumns + ", (SELECT pruned_through FROM event_marks) FROM events WHERE id > ? ORDER BY id LIMIT ?"
 	// sqlEventsEnd is the feed's current end: the newest event id, or the
 	// prune mark when every event was pruned, so that an id once handed out
 	// is never handed out as an end smaller than itself.
@@ -64,15 +68,16 @@ SELECT id FROM inserted CROSS JOIN pg_notify('` + eventsChannel + `', '')`
 
 // eventStatements are the prepared statements of events.
 type eventStatements struct {
-	insert, list, listOfTypes, end, prunable, prune, markPruned *sql.Stmt    // insert: PostgreSQL
-	insertRows                                                  valuesInsert // SQLite
-	insertTicket, takeTicket, pruneTickets                      *sql.Stmt
+	insert, list, stream, listOfTypes, end, prunable, prune, markPruned *sql.Stmt    // insert: PostgreSQL
+	insertRows                                                          valuesInsert // SQLite
+	insertTicket, takeTicket, pruneTickets                              *sql.Stmt
 }
 
 // statements declares the events' statements for prepare.
 func (es *eventStatements) statements(s *store) []statement {
 	out := []statement{
 		{s.reader, &es.list, sqlListEvents},
+		{s.reader, &es.stream, sqlStreamEvents},
 		{s.reader, &es.listOfTypes, s.dialect.listEventsOfTypes()},
 		{s.reader, &es.end, sqlEventsEnd},
 		{s.writer, &es.prunable, sqlPrunableEvents},
@@ -163,10 +168,10 @@ func appendEventRows(dst []byte, events []Event) []byte {
 }
 
 // scanEvent reads a row of eventColumns.
-func scanEvent(row interface{ Scan(...any) error }, ev *Event) error {
+func scanEvent(row interface{ Scan(...any) error }, ev *Event, more ...any) error {
 	var at int64
 	var data string
-	if err := row.Scan(&ev.ID, &ev.Type, &at, &ev.Subject, &data); err != nil {
+	if err := row.Scan(append([]any{&ev.ID, &ev.Type, &at, &ev.Subject, &data}, more...)...); err != nil {
 		return err
 	}
 	ev.OccurredAt = time.UnixMilli(at).UTC()
@@ -203,6 +208,34 @@ func (s *store) listEvents(ctx context.Context, after int64, limit int, types []
 		return nil, s.failed("list events", err)
 	}
 	return events, nil
+}
+
+// streamEvents returns up to limit events with an id greater than after, in
+// id order, and the prune mark as the same statement read it: when the mark
+// is past after, events after it are gone, and none of those returned may
+// be sent as if they followed it. With no event after after, the mark is
+// not read (0): there is nothing to send, and the next read that finds an
+// event tells.
+func (s *store) streamEvents(ctx context.Context, after int64, limit int) (events []Event, prunedThrough int64, err error) {
+	ctx, cancel := s.readContext(ctx)
+	defer cancel()
+	rows, err := s.eventStmts.stream.QueryContext(ctx, after, limit)
+	if err != nil {
+		return nil, 0, s.failed("list events", err)
+	}
+	defer rows.Close()
+	events = make([]Event, 0, min(limit, 128))
+	for rows.Next() {
+		var ev Event
+		if err := scanEvent(rows, &ev, &prunedThrough); err != nil {
+			return nil, 0, s.failed("list events", err)
+		}
+		events = append(events, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, s.failed("list events", err)
+	}
+	return events, prunedThrough, nil
 }
 
 // eventBounds are the ends of the feed as the database holds it.
