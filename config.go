@@ -37,6 +37,7 @@ type config struct {
 	logFormat         string
 	seedFile          string
 	trustedProxies    string
+	pprofAddr         string // "" when off
 	readHeaderTimeout time.Duration
 	readTimeout       time.Duration
 	writeTimeout      time.Duration
@@ -155,6 +156,7 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.webhooks.timeout, "webhook-timeout", defaultWebhookTimeout, "time a webhook receiver has to answer a delivery; slower is a failure")
 	fs.DurationVar(&cfg.webhooks.leaseTTL, "webhook-lease", defaultWebhookLease, "how long a replica holds a webhook subscription without renewing its lease; another replica takes over within this plus 1s of its death")
 	fs.BoolVar(&cfg.webhooks.allowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (local development and tests only)")
+	fs.StringVar(&cfg.pprofAddr, "pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this loopback address, host:port, apart from the API and without a key; empty: off")
 	fs.Usage = func() { usage(fs) }
 	return fs
 }
@@ -236,6 +238,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 func (cfg *config) check() error {
 	if err := checkAddr(cfg.addr); err != nil {
 		return &configError{settingName("addr"), err.Error()}
+	}
+	if cfg.pprofAddr != "" {
+		if err := checkPprofAddr(cfg.pprofAddr); err != nil {
+			return &configError{settingName("pprof-addr"), err.Error()}
+		}
 	}
 	if isPostgresURL(cfg.dbPath) {
 		if _, err := pgx.ParseConfig(cfg.dbPath); err != nil {

@@ -96,6 +96,10 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"a negative -rate-burst", nil, []string{"-rate-limit", "1", "-rate-burst", "-1"}, "-rate-burst (PETSTORE_RATE_BURST)", "negative"},
 		{"a fractional -rate-burst", map[string]string{"PETSTORE_RATE_LIMIT": "1", "PETSTORE_RATE_BURST": "1.5"}, nil, "PETSTORE_RATE_BURST", "1.5"},
 		{"a -rate-burst without -rate-limit", nil, []string{"-rate-burst", "5"}, "-rate-burst (PETSTORE_RATE_BURST)", "without -rate-limit"},
+		{"a profiles address on every interface", nil, []string{"-pprof-addr", ":6060"}, "-pprof-addr (PETSTORE_PPROF_ADDR)", "not a loopback address"},
+		{"a profiles address that is not loopback", map[string]string{"PETSTORE_PPROF_ADDR": "192.0.2.1:0"}, nil, "-pprof-addr (PETSTORE_PPROF_ADDR)", "not a loopback address"},
+		{"a profiles address without a port", nil, []string{"-pprof-addr", "127.0.0.1"}, "-pprof-addr (PETSTORE_PPROF_ADDR)", "host:port"},
+		{"a profiles address already in use", nil, []string{"-pprof-addr", taken.Addr().String()}, "-pprof-addr (PETSTORE_PPROF_ADDR)", "in use"},
 		{"an unknown flag", nil, []string{"-bogus"}, "flags", "bogus"},
 		{"a positional argument", nil, []string{"extra"}, "arguments", "extra"},
 	}

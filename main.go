@@ -148,6 +148,14 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	if err != nil {
 		return &configError{settingName("addr"), err.Error()}
 	}
+	var profiles net.Listener // nil unless -pprof-addr
+	if cfg.pprofAddr != "" {
+		if profiles, err = net.Listen("tcp", cfg.pprofAddr); err != nil {
+			ln.Close()
+			return &configError{settingName("pprof-addr"), err.Error()}
+		}
+		defer profileServer(profiles).Close()
+	}
 
 	// The pruning stops, and is waited for, before the deferred st.Close.
 	pruneCtx, stopPruning := context.WithCancel(ctx)
@@ -201,6 +209,11 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	// Where a person can read and try the API, on a line of its own so that
 	// the line above stays exactly as tools parse it.
 	fmt.Fprintf(stdout, "petstore API reference on %s/docs\n", url)
+	if profiles != nil {
+		profilesURL := listenURL(profiles.Addr()) + "/debug/pprof/"
+		log.Warn("serving runtime profiles, without a key, on a loopback address (-pprof-addr)", "url", profilesURL)
+		fmt.Fprintf(stdout, "petstore profiles on %s\n", profilesURL)
+	}
 
 	// Reloads run apart from this loop: a key file on a hung network
 	// file system must not keep the loop from draining on SIGTERM. Signals

@@ -110,6 +110,7 @@ type options struct {
 	only     []string // scenarios to run; all when empty
 	baseline string   // the -baseline revision; none when empty
 	postgres bool     // also load the service on PostgreSQL, 1 and 2 replicas
+	profile  string   // the directory of the CPU profiles; none when empty
 
 	scrapers    int           // concurrent /metrics scrapers during get-scraped
 	scrapeEvery time.Duration // each scraper's interval
@@ -140,6 +141,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	only := fs.String("scenarios", "", "run only these scenarios, comma-separated (default: all)")
 	fs.StringVar(&o.baseline, "baseline", "", "also build and load the service at this git revision, and compare (e.g. main, a commit hash)")
 	fs.BoolVar(&o.postgres, "postgres", false, "also start a throwaway PostgreSQL cluster and load the service on it as 1 replica and as 2 replicas behind a round-robin balancer")
+	fs.StringVar(&o.profile, "profile", "", "after each scenario's rounds, one more run per service target, not counted, with a CPU profile of the service (of its first replica on PostgreSQL) written to this directory; the report lists each profile's top 10 functions")
 	fs.IntVar(&o.scrapers, "scrapers", 8, "scrapers of /metrics running during the get-scraped scenario")
 	fs.DurationVar(&o.scrapeEvery, "scrape-every", time.Second, "how often each scraper of get-scraped scrapes /metrics")
 	if err := fs.Parse(args); err != nil {
@@ -168,6 +170,12 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *only != "" {
 		o.only = strings.Split(*only, ",")
+	}
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
+		serviceEnv = append(serviceEnv, "PETSTORE_PPROF_ADDR=127.0.0.1:0")
 	}
 	if _, err := exec.LookPath("wrk"); err != nil {
 		return errors.New("wrk is not installed; run bench/run, which installs it (apt-get install wrk)")
@@ -400,6 +408,9 @@ type target struct {
 	// read after each run; nil for the others.
 	pg      *sql.DB
 	cluster *pgCluster
+	// profiled is the service process that -profile profiles: nil for the
+	// ceiling, the balancer alone and the baseline.
+	profiled *process
 }
 
 // part is one kind of process of a target, whose CPU time is reported on its
@@ -424,6 +435,10 @@ func processPart(name string, ps ...*process) part {
 type scenarioResult struct {
 	name string
 	runs map[string][]wrkResult // by target name, one per round
+	// With -profile: the CPU profile's file of each profiled target, in
+	// the order they ran.
+	profiles     map[string]string
+	profileOrder []string
 }
 
 // sizeResult is everything measured on one database size.
@@ -514,7 +529,11 @@ func benchSize(ctx context.Context, o options, dir, self, bin string, bins []bin
 			parts: []part{processPart("balancer", bal), processPart("ceiling", ceil)}})
 	}
 	for i, b := range bins {
-		targets = append(targets, target{name: b.name, url: procs[i].url, parts: []part{processPart("service", procs[i])}})
+		t := target{name: b.name, url: procs[i].url, parts: []part{processPart("service", procs[i])}}
+		if b.name == "service" {
+			t.profiled = procs[i]
+		}
+		targets = append(targets, t)
 		rss[b.name] = procs[i : i+1]
 	}
 	if pg != nil {
@@ -547,7 +566,7 @@ func benchSize(ctx context.Context, o options, dir, self, bin string, bins []bin
 			}
 			defer db.Close()
 			db.SetMaxOpenConns(1)
-			targets = append(targets, target{name: c.name, url: bal.url, pg: db, cluster: pg.cluster,
+			targets = append(targets, target{name: c.name, url: bal.url, pg: db, cluster: pg.cluster, profiled: c.replicas[0],
 				parts: []part{processPart("balancer", bal), processPart("service", c.replicas...), database}})
 			rss[c.name] = c.replicas
 		}
@@ -586,6 +605,21 @@ func benchSize(ctx context.Context, o options, dir, self, bin string, bins []bin
 				s.runs[t.name] = append(s.runs[t.name], r)
 			}
 			progress(os.Stderr, n, s, targets)
+		}
+		if o.profile != "" {
+			s.profiles = map[string]string{}
+			for _, t := range targets {
+				if t.profiled == nil {
+					continue
+				}
+				file, err := profileRun(ctx, o, dir, sc, t, t.profiled, n)
+				if err != nil {
+					return res, err
+				}
+				s.profiles[t.name] = file
+				s.profileOrder = append(s.profileOrder, t.name)
+				fmt.Fprintf(os.Stderr, "%8d %-11s profiled %s: %s\n", n, sc, t.name, file)
+			}
 		}
 		res.scenarios = append(res.scenarios, s)
 	}
@@ -688,6 +722,9 @@ func runWrk(ctx context.Context, o options, dir, scenario, url string, n int64, 
 type process struct {
 	cmd *exec.Cmd
 	url string
+	// profiles receives the URL of the service's profiles once it prints
+	// it (with -profile; nil otherwise).
+	profiles chan string
 
 	stopped bool  // stop has run
 	stopErr error // what stop returned
@@ -737,7 +774,20 @@ func startProcess(cmd *exec.Cmd, prefix string) (*process, error) {
 		p.stop()
 		return nil, fmt.Errorf("%s: no %q line (got %q, %v)", cmd.Path, prefix, first.line, first.err)
 	}
-	go io.Copy(io.Discard, r)
+	if slices.ContainsFunc(cmd.Env, func(v string) bool { return strings.HasPrefix(v, "PETSTORE_PPROF_ADDR=") }) {
+		p.profiles = make(chan string, 1)
+	}
+	go func() {
+		for {
+			line, err := r.ReadString('\n')
+			if url, ok := strings.CutPrefix(strings.TrimSpace(line), profilesPrefix); ok && p.profiles != nil {
+				p.profiles <- url
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	p.url = urlPattern.FindString(first.line)
 	return p, nil
 }
@@ -749,6 +799,7 @@ func startProcess(cmd *exec.Cmd, prefix string) (*process, error) {
 func serviceCommand(ctx context.Context, bin, db string) *exec.Cmd {
 	cmd := serverCommand(ctx, bin)
 	cmd.Env = append(os.Environ(), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+db, "PETSTORE_API_KEYS="+benchKey)
+	cmd.Env = append(cmd.Env, serviceEnv...)
 	return cmd
 }
 

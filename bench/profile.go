@@ -1,0 +1,170 @@
+package main
+
+// CPU profiles of the service under load (-profile DIR). The service is
+// started with -pprof-addr on a free loopback port, which it names on a line
+// of its own; after the measured rounds of each scenario, each target that
+// runs the service (on SQLite, and on PostgreSQL its first replica) gets one
+// more run, not counted, during which the benchmark takes a CPU profile of
+// that process over the run. Profiling costs the service some CPU, so it
+// never runs during a measured round. The report lists each profile's top 10
+// functions by own time, and the files stay in DIR for `go tool pprof`.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// profilesPrefix starts the line that names the service's profiles.
+const profilesPrefix = "petstore profiles on "
+
+// serviceEnv is added to the environment of every service process: with
+// -profile, the profiling listener.
+var serviceEnv []string
+
+// profileRun runs scenario sc on t for o.duration while it takes a CPU
+// profile of p, and writes the profile to o.profile.
+func profileRun(ctx context.Context, o options, dir, sc string, t target, p *process, n int64) (string, error) {
+	url, err := p.profilesURL()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", t.name, err)
+	}
+	seconds := int(math.Ceil(o.duration.Seconds()))
+	file := filepath.Join(o.profile, fmt.Sprintf("%d-%s-%s.pprof", n, sc, strings.ReplaceAll(t.name, " ", "-")))
+	got := make(chan error, 1)
+	go func() { got <- fetchProfile(ctx, fmt.Sprintf("%sprofile?seconds=%d", url, seconds), file) }()
+	if _, err := runWrk(ctx, o, dir, sc, t.url, n, time.Duration(seconds)*time.Second); err != nil {
+		<-got
+		return "", err
+	}
+	if err := <-got; err != nil {
+		return "", fmt.Errorf("%s: CPU profile: %w", t.name, err)
+	}
+	return file, nil
+}
+
+// fetchProfile saves the answer of url to file.
+func fetchProfile(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		return fmt.Errorf("%s: status %d: %s", url, res.StatusCode, b)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// profilesURL is the process's profiles URL, read from its stdout.
+func (p *process) profilesURL() (string, error) {
+	if p.profiles == nil {
+		return "", fmt.Errorf("%s was not started with -pprof-addr", p.cmd.Path)
+	}
+	select {
+	case url := <-p.profiles:
+		p.profiles <- url // for the next run
+		return url, nil
+	case <-time.After(startTimeout):
+		return "", fmt.Errorf("%s printed no %q line within %v", p.cmd.Path, profilesPrefix, startTimeout)
+	}
+}
+
+// profileTop is one function of a profile's top 10.
+type profileTop struct {
+	name            string
+	flatPct, cumPct string
+}
+
+// topFunctions reads a profile's top 10 functions with `go tool pprof
+// -top`: by own time, or with cum by cumulative time among the service's
+// own functions (package main), where the runtime and the libraries would
+// otherwise fill the list.
+func topFunctions(ctx context.Context, file string, cum bool) ([]profileTop, error) {
+	args := []string{"tool", "pprof", "-top", "-nodecount=10", file}
+	if cum {
+		args = []string{"tool", "pprof", "-top", "-cum", "-nodecount=500", file}
+	}
+	out, err := exec.CommandContext(ctx, "go", args...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("go tool pprof %s: %w", file, err)
+	}
+	var top []profileTop
+	table := false
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 5 && fields[0] == "flat" && fields[1] == "flat%":
+			table = true
+		case table && len(fields) >= 6 && len(top) < 10:
+			name := strings.Join(fields[5:], " ")
+			if cum && (!strings.HasPrefix(name, "main.") || name == "main.main") {
+				continue
+			}
+			top = append(top, profileTop{name: name, flatPct: fields[1], cumPct: fields[4]})
+		}
+	}
+	return top, nil
+}
+
+// printProfiles lists the top 10 of every profile taken.
+func printProfiles(w io.Writer, o options, results []sizeResult) {
+	if o.profile == "" {
+		return
+	}
+	fmt.Fprintf(w, "\nCPU profiles of the service, one unmeasured run of %v per scenario and target after its rounds (files in %s; `go tool pprof -top FILE` for the rest). Shares are of the profile: the service's CPU over the run.\n", o.duration, o.profile)
+	for _, r := range results {
+		for _, s := range r.scenarios {
+			for _, name := range s.profileOrder {
+				file := s.profiles[name]
+				flat, err := topFunctions(context.Background(), file, false)
+				if err != nil {
+					fmt.Fprintf(w, "\n%d pets, %s, %s: %v\n", r.pets, s.name, name, err)
+					continue
+				}
+				cum, err := topFunctions(context.Background(), file, true)
+				if err != nil {
+					fmt.Fprintf(w, "\n%d pets, %s, %s: %v\n", r.pets, s.name, name, err)
+					continue
+				}
+				fmt.Fprintf(w, "\n%d pets, %s, %s (`%s`): by own time, and the service's own functions by cumulative time\n\n", r.pets, s.name, name, filepath.Base(file))
+				fmt.Fprintln(w, "| # | function | own | cumulative | function (package main) | cumulative |")
+				fmt.Fprintln(w, "|---:|---|---:|---:|---|---:|")
+				for i := range max(len(flat), len(cum)) {
+					row := fmt.Sprintf("| %d |", i+1)
+					if i < len(flat) {
+						row += fmt.Sprintf(" `%s` | %s | %s |", flat[i].name, flat[i].flatPct, flat[i].cumPct)
+					} else {
+						row += " | | |"
+					}
+					if i < len(cum) {
+						row += fmt.Sprintf(" `%s` | %s |", cum[i].name, cum[i].cumPct)
+					} else {
+						row += " | |"
+					}
+					fmt.Fprintln(w, row)
+				}
+			}
+		}
+	}
+}
