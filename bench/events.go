@@ -162,8 +162,12 @@ func eventsRoundOn(ctx context.Context, o eventsOptions, writeURL, streamURL, pr
 	}
 	r.createsStream = float64(n) / o.duration.Seconds()
 	// Give the last events a moment to arrive before the stream is read.
+	// Every acknowledged create's own event is waited for: counting the
+	// events is not enough, since creates in flight when the load stopped
+	// were committed unacknowledged, and their events arrive among the
+	// last acknowledged ones' (which were then counted missing).
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && arrivals.count() < len(acked) {
+	for time.Now().Before(deadline) && !arrivals.hasAll(acked) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	cancel()
@@ -245,10 +249,16 @@ type arrivals struct {
 	at map[string]time.Time
 }
 
-func (a *arrivals) count() int {
+// hasAll reports whether the event of every name in acked has arrived.
+func (a *arrivals) hasAll(acked map[string]time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.at)
+	for name := range acked {
+		if _, ok := a.at[name]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *arrivals) snapshot() map[string]time.Time {

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // profilesPrefix starts the line that names the service's profiles.
@@ -37,7 +38,7 @@ func profileRun(ctx context.Context, o options, dir, sc string, t target, p *pro
 		return "", fmt.Errorf("%s: %w", t.name, err)
 	}
 	seconds := int(math.Ceil(o.duration.Seconds()))
-	file := filepath.Join(o.profile, fmt.Sprintf("%d-%s-%s.pprof", n, sc, strings.ReplaceAll(t.name, " ", "-")))
+	file := filepath.Join(o.profile, fmt.Sprintf("%d-%s-%s.pprof", n, sc, fileWord(t.name)))
 	got := make(chan error, 1)
 	go func() { got <- fetchProfile(ctx, fmt.Sprintf("%sprofile?seconds=%d", url, seconds), file) }()
 	if _, err := runWrk(ctx, o, dir, sc, t.url, n, time.Duration(seconds)*time.Second); err != nil {
@@ -48,6 +49,15 @@ func profileRun(ctx context.Context, o options, dir, sc string, t target, p *pro
 		return "", fmt.Errorf("%s: CPU profile: %w", t.name, err)
 	}
 	return file, nil
+}
+
+// fileWord is name in lower case with each run of other characters than
+// letters and digits as one '-': "PostgreSQL, 2 replicas" is
+// "postgresql-2-replicas".
+func fileWord(name string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(name), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}), "-")
 }
 
 // fetchProfile saves the answer of url to file.
