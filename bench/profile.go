@@ -127,7 +127,7 @@ func topFunctions(ctx context.Context, file string, cum bool) ([]profileTop, err
 		case len(fields) >= 5 && fields[0] == "flat" && fields[1] == "flat%":
 			table = true
 		case table && len(fields) >= 6 && len(top) < 10:
-			name := strings.Join(fields[5:], " ")
+			name := withoutShapes(strings.Join(fields[5:], " "))
 			if cum && (!strings.HasPrefix(name, "main.") || name == "main.main") {
 				continue
 			}
@@ -135,6 +135,35 @@ func topFunctions(ctx context.Context, file string, cum bool) ([]profileTop, err
 		}
 	}
 	return top, nil
+}
+
+// withoutShapes shortens each type argument of a generic function's shape
+// ("[go.shape.struct { ID int64 ... }]") to "[...]".
+func withoutShapes(name string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(name, "[go.shape.")
+		if i < 0 {
+			b.WriteString(name)
+			return b.String()
+		}
+		b.WriteString(name[:i] + "[...]")
+		depth := 0
+		j := i
+		for ; j < len(name); j++ {
+			if name[j] == '[' {
+				depth++
+			} else if name[j] == ']' {
+				if depth--; depth == 0 {
+					break
+				}
+			}
+		}
+		if j == len(name) {
+			return b.String()
+		}
+		name = name[j+1:]
+	}
 }
 
 // printProfiles lists the top 10 of every profile taken.
