@@ -68,9 +68,10 @@ SELECT id FROM inserted CROSS JOIN pg_notify('` + eventsChannel + `', '')`
 
 // eventStatements are the prepared statements of events.
 type eventStatements struct {
-	insert, list, stream, listOfTypes, end, prunable, prune, markPruned *sql.Stmt    // insert: PostgreSQL
-	insertRows                                                          valuesInsert // SQLite
-	insertTicket, takeTicket, pruneTickets                              *sql.Stmt
+	list, stream, listOfTypes, end, prunable, prune, markPruned *sql.Stmt
+	insertTicket, takeTicket, pruneTickets                      *sql.Stmt
+	insert                                                      *sql.Stmt    // PostgreSQL's
+	insertRows                                                  valuesInsert // SQLite's
 }
 
 // statements declares the events' statements for prepare.

@@ -52,8 +52,9 @@ CROSS JOIN (SELECT setval(pg_get_serial_sequence('pets', 'id'), (SELECT max(id) 
 type petStatements struct {
 	insert, selectOne, selectOneTx, update, delete, hasAny *sql.Stmt
 	list, listByStatus, listByID, listByIDAndStatus        *sql.Stmt
-	lastID, insertMany                                     *sql.Stmt    // insertMany: PostgreSQL
-	insertRows                                             valuesInsert // SQLite
+	lastID                                                 *sql.Stmt
+	insertMany                                             *sql.Stmt    // PostgreSQL's
+	insertRows                                             valuesInsert // SQLite's
 }
 
 // statements declares the pets' statements for prepare.
