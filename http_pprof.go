@@ -29,11 +29,21 @@ func checkPprofAddr(addr string) error {
 	return nil
 }
 
+// checkLoopbackListener refuses a listener that bound other than a loopback
+// address ("localhost" may resolve to anything a hosts file says).
+func checkLoopbackListener(ln net.Listener) error {
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		return fmt.Errorf("bound %s, which is not a loopback address; profiles are served on loopback only", ln.Addr())
+	}
+	return nil
+}
+
 // profileServer serves the profiles on ln until it is closed.
 func profileServer(ln net.Listener) *http.Server {
 	mux := http.NewServeMux()
+	// Not /debug/pprof/cmdline: the command line may hold a database
+	// URL with its password, which the service otherwise never shows.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -150,7 +150,12 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	}
 	var profiles net.Listener // nil unless -pprof-addr
 	if cfg.pprofAddr != "" {
-		if profiles, err = net.Listen("tcp", cfg.pprofAddr); err != nil {
+		if profiles, err = net.Listen("tcp", cfg.pprofAddr); err == nil {
+			if err = checkLoopbackListener(profiles); err != nil {
+				profiles.Close()
+			}
+		}
+		if err != nil {
 			ln.Close()
 			return &configError{settingName("pprof-addr"), err.Error()}
 		}
