@@ -568,3 +568,80 @@ func TestThePostgreSQLPasswordIsNeverShown(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgreSQLReadsArePlannedOnce holds the reader's connections to
+// generic plans: past about ten thousand rows, PostgreSQL's default
+// (plan_cache_mode=auto) plans a keyset page anew at every execution, the
+// first page of a million pets then serving a quarter fewer requests. The
+// writer keeps the default, and so does a reader whose URL sets the mode.
+func TestPostgreSQLReadsArePlannedOnce(t *testing.T) {
+	t.Parallel()
+	base := postgresSchema(t)
+	s, err := openPostgres(t.Context(), base, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const pets = 20000 // past where auto keeps planning every execution
+	if _, err := s.writer.ExecContext(t.Context(), `INSERT INTO pets (name, category_id, status)
+		SELECT 'pet-' || i, 1, 'available' FROM generate_series(1, $1::bigint) AS i`, pets); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.ExecContext(t.Context(), "ANALYZE pets"); err != nil {
+		t.Fatal(err)
+	}
+
+	// plans runs the first page's statement ten times on one connection of
+	// db and returns how that connection planned it.
+	type plans struct{ Generic, Custom int64 }
+	plansOn := func(db *sql.DB) plans {
+		t.Helper()
+		conn, err := db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		query := s.dialect.sql(sqlListPets)
+		for range 10 {
+			rows, err := conn.QueryContext(t.Context(), query, 0, 21)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows.Close()
+		}
+		var p plans
+		if err := conn.QueryRowContext(t.Context(),
+			"SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", query).Scan(&p.Generic, &p.Custom); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if diff := cmp.Diff(plans{Generic: 10}, plansOn(s.reader)); diff != "" {
+		t.Errorf("the reader's plans of the first page (-want +got):\n%s", diff)
+	}
+	// The default, shown to plan every execution at this size, so that the
+	// check above would fail without the reader's setting.
+	if diff := cmp.Diff(plans{Custom: 10}, plansOn(s.writer)); diff != "" {
+		t.Errorf("the writer's plans of the first page (-want +got):\n%s", diff)
+	}
+
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("plan_cache_mode", "force_custom_plan")
+	u.RawQuery = q.Encode()
+	own, err := openPostgres(t.Context(), u.String(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	var mode string
+	if err := own.reader.QueryRowContext(t.Context(), "SHOW plan_cache_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "force_custom_plan" {
+		t.Errorf("with plan_cache_mode=force_custom_plan in the URL, the reader's plan_cache_mode is %s", mode)
+	}
+}
