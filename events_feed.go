@@ -174,13 +174,19 @@ func cursorExpired(cursor, prunedThrough int64) *apiError {
 }
 
 // wantsStream reports whether the request asks for the SSE form: its
-// Accept header names text/event-stream.
+// Accept header names text/event-stream, with a weight other than q=0
+// (which says the client does not accept it, RFC 9110 section 12.4.2).
 func wantsStream(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
 		for part := range strings.SplitSeq(v, ",") {
-			if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == eventStreamType {
-				return true
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil || mt != eventStreamType {
+				continue
 			}
+			if q, err := strconv.ParseFloat(params["q"], 64); err == nil && q == 0 {
+				continue
+			}
+			return true
 		}
 	}
 	return false

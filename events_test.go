@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -1037,5 +1038,47 @@ func TestASubscriptionDeliversWhatItsKeyMayRead(t *testing.T) {
 				t.Errorf("types mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestTheStreamIsServedOnlyToAnAcceptThatTakesIt: the feed streams when the
+// Accept header names text/event-stream, unless with q=0, which says the
+// client does not accept it (it then gets a page of JSON).
+func TestTheStreamIsServedOnlyToAnAcceptThatTakesIt(t *testing.T) {
+	t.Parallel()
+	want := map[string]bool{
+		"text/event-stream":                       true,
+		"application/json, text/event-stream":     true,
+		"text/event-stream;q=0.5":                 true,
+		"Text/Event-Stream; Q=1":                  true,
+		"text/event-stream;q=0":                   false,
+		"text/event-stream; q=0.000, */*":         false,
+		"text/event-stream;q=0, application/json": false,
+		"application/json":                        false,
+		"*/*":                                     false,
+		"":                                        false,
+	}
+	got := map[string]bool{}
+	for accept := range want {
+		r := httptest.NewRequest("GET", "/v1/events", nil)
+		if accept != "" {
+			r.Header.Set("Accept", accept)
+		}
+		got[accept] = wantsStream(r)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("whether each Accept gets the stream (-want +got):\n%s", diff)
+	}
+
+	ts := newTestServer(t)
+	// Headers only: a stream, served by mistake, would not end.
+	req := newRequest(t, ts.URL, "GET", "/v1/events", "", map[string]string{"Accept": "text/event-stream;q=0, application/json"})
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if diff := cmp.Diff([]any{200, "application/json"}, []any{res.StatusCode, res.Header.Get("Content-Type")}); diff != "" {
+		t.Errorf("GET /v1/events refusing the stream (-want +got):\n%s", diff)
 	}
 }
