@@ -54,6 +54,9 @@ type feedConfig struct {
 	heartbeat  time.Duration // the silence after which a stream sends a keep-alive
 	retention  time.Duration // how long events are kept
 	maxStreams int           // open streams per API key
+	// writeTimeout is how long a frame may wait for its client:
+	// streamWriteTimeout, unless a test sets it (zero means the default).
+	writeTimeout time.Duration
 }
 
 // feed serves the event feed. It knows the streams it has open, to cap them
@@ -80,6 +83,9 @@ type stream struct {
 
 // newFeed returns the feed of st.
 func newFeed(log *slog.Logger, st *store, cfg feedConfig, now func() time.Time) *feed {
+	if cfg.writeTimeout == 0 {
+		cfg.writeTimeout = streamWriteTimeout
+	}
 	return &feed{log: log, st: st, cfg: cfg, now: now, shutdown: make(chan struct{}),
 		perKey: map[[sha256.Size]byte]int{}, streams: map[*stream]struct{}{}}
 }
@@ -317,7 +323,7 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 
 	rc := http.NewResponseController(w)
 	// The stream outlives the server's read timeout; its writes have their
-	// own deadline (streamWriteTimeout), set before each one.
+	// own deadline (the write timeout), set before each one.
 	_ = rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", eventStreamType)
@@ -414,10 +420,10 @@ func (s *stream) setCursor(id int64) {
 	s.mu.Unlock()
 }
 
-// send writes buf to the client and flushes it, within streamWriteTimeout.
-// It reports whether the stream may go on.
+// send writes buf to the client and flushes it, within the write timeout
+// (streamWriteTimeout). It reports whether the stream may go on.
 func (f *feed) send(rc *http.ResponseController, w http.ResponseWriter, buf []byte) bool {
-	_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_ = rc.SetWriteDeadline(time.Now().Add(f.cfg.writeTimeout))
 	if _, err := w.Write(buf); err != nil {
 		return false
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,14 @@ func tcpState(t *testing.T, conn net.Conn) uint8 {
 // tcpEstablished is the TCP_ESTABLISHED state of Linux's TCP_INFO.
 const tcpEstablished = 1
 
+// smallWindowDialer dials with a receive buffer of 4 KiB, so that a client
+// that stops reading fills the sockets' buffers soon.
+var smallWindowDialer = net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	var err error
+	c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<10) })
+	return err
+}}
+
 func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
 	t.Parallel()
 	// 100 pets with long names make every list page about 14 KB.
@@ -53,12 +62,7 @@ func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
 
 	// A client with a 4 KiB receive window pipelines far more requests than
 	// the socket buffers can hold the answers of, and reads none of them.
-	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var err error
-		c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<10) })
-		return err
-	}}
-	conn, err := dialer.DialContext(t.Context(), "tcp", strings.TrimPrefix(rs.URL, "http://"))
+	conn, err := smallWindowDialer.DialContext(t.Context(), "tcp", strings.TrimPrefix(rs.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,4 +87,53 @@ func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
 		return tcpState(t, conn) != tcpEstablished
 	})
 	t.Logf("the server closed the stalled connection %v after the requests were sent", time.Since(start).Round(time.Millisecond))
+}
+
+// TestAStreamWhoseClientStopsReadingIsClosed: an event stream whose client
+// stops reading is closed once a frame has waited the write timeout (30 s,
+// 300 ms here), so a stalled reader holds neither a buffer nor a
+// connection, and no longer counts as an open stream.
+func TestAStreamWhoseClientStopsReadingIsClosed(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, withFeed(feedConfig{heartbeat: time.Hour, retention: time.Hour, maxStreams: 10, writeTimeout: 300 * time.Millisecond}))
+
+	// A client with a 4 KiB receive window opens a stream and reads
+	// nothing, not even the answer's headers.
+	conn, err := smallWindowDialer.DialContext(t.Context(), "tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /v1/events HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer "+testKey+"\r\nAccept: text/event-stream\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the stream opens", func() bool { return ts.Feed.openStreams() == 1 })
+
+	// Events of about 250 bytes each, until the stream ends: the sockets'
+	// buffers hold a few hundred at most, and then a frame waits for the
+	// client. A stream that never gave up would fail the test at 60,000 (about
+	// 15 MB, past the largest buffers Linux gives a socket by default).
+	name := strings.Repeat("x", 100)
+	created := 0
+	for ts.Feed.openStreams() == 1 {
+		if created >= 60000 {
+			t.Fatalf("the stream of a client that reads nothing is still open after %d events", created)
+		}
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() { ts.createPet(t, name, 1, "") })
+		}
+		wg.Wait()
+		created += 50
+	}
+	// The server closed its end: what it had queued, then the end of the
+	// connection, reach a client that reads again. Had it kept the
+	// connection, this read would wait for its deadline and fail.
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, conn); err != nil {
+		t.Fatalf("reading the stalled stream's connection to its end: %v", err)
+	}
+	t.Logf("the stream ended after %d events", created)
 }
