@@ -90,11 +90,7 @@ func openPostgres(ctx context.Context, dbURL string, maxConns int) (*store, erro
 	}
 	writer := stdlib.OpenDB(*cfg)
 	writer.SetMaxOpenConns(1)
-	var readerOpts []stdlib.OptionOpenDB
-	if !planCacheModeGiven(cfg) {
-		readerOpts = append(readerOpts, stdlib.OptionAfterConnect(genericPlans))
-	}
-	reader := stdlib.OpenDB(*cfg, readerOpts...)
+	reader := stdlib.OpenDB(*cfg)
 	reader.SetMaxOpenConns(max(1, maxConns-1))
 	reader.SetMaxIdleConns(max(1, maxConns-1))
 	// A connection is replaced now and then, so that a replica rebalances
@@ -117,31 +113,6 @@ func openPostgres(ctx context.Context, dbURL string, maxConns int) (*store, erro
 	s.stopBackground = stop
 	s.background.Go(func() { s.listenForEvents(listenCtx, cfg) })
 	return s, nil
-}
-
-// genericPlans makes a new read connection plan each prepared statement
-// once. Left to itself (plan_cache_mode=auto), PostgreSQL plans a statement
-// anew at every execution while its generic plan's estimate is above the
-// custom plans'; for the keyset pages (WHERE id > $1 ORDER BY id LIMIT $2),
-// it estimates that LIMIT $2 reads a tenth of what id > $1 leaves, a third of
-// the table, so past about ten thousand rows every page was planned again, and
-// the first page of a million pets served 25% to 30% fewer requests than of
-// a thousand. Every read the service prepares is a lookup by key or a keyset
-// page, whose one good plan is the index scan the generic plan takes. The
-// writer keeps auto: its pruning deletes a range (id <= $1) whose best plan
-// depends on the value. A SET, not a startup parameter, so that a pooler that
-// refuses unknown startup parameters (such as PgBouncer) still lets the
-// service in.
-func genericPlans(ctx context.Context, conn *pgx.Conn) error {
-	_, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
-	return err
-}
-
-// planCacheModeGiven says whether the URL sets plan_cache_mode itself (a
-// query parameter, or -c in options), which then stays as given.
-func planCacheModeGiven(cfg *pgx.ConnConfig) bool {
-	_, ok := cfg.RuntimeParams["plan_cache_mode"]
-	return ok || strings.Contains(cfg.RuntimeParams["options"], "plan_cache_mode")
 }
 
 // listenForEvents wakes this replica's event streams whenever a batch of
