@@ -350,7 +350,7 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 	for {
 		// Read and send everything after the cursor, a batch at a time.
 		for {
-			events, prunedThrough, err := f.st.streamEvents(ctx, cursor, streamReadBatch)
+			events, prunedThrough, err := f.st.streamEvents(ctx, cursor)
 			if err != nil {
 				if ctx.Err() == nil {
 					f.log.WarnContext(ctx, "event stream ended: reading the events failed", "err", err)

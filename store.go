@@ -108,6 +108,9 @@ type store struct {
 	writeStmts   writeStatements
 	webhookStmts webhookStatements
 	prepared     []*sql.Stmt // every statement above, to close
+	// pages are, on PostgreSQL, the page statements with their LIMIT
+	// written out (see store_pages.go).
+	pages pageStatements
 
 	// schemaFrom is the schema version the database had when opened, and
 	// schemaVersion the one it has now (see migrate).
@@ -249,6 +252,9 @@ func (s *store) prepare(ctx context.Context) error {
 		}
 		*st.dst = stmt
 		s.prepared = append(s.prepared, stmt)
+		if s.dialect == postgresDialect && st.db == s.reader {
+			s.pages.addPage(stmt, st.query)
+		}
 	}
 	return nil
 }
@@ -275,6 +281,7 @@ func (s *store) Close() error {
 
 // closeDB closes the statements and both pools.
 func (s *store) closeDB() error {
+	s.pages.close()
 	for _, stmt := range s.prepared {
 		stmt.Close()
 	}

@@ -26,10 +26,6 @@ import (
 const (
 	eventColumns  = "id, type, occurred_at, subject, data"
 	sqlListEvents = "SELECT " + eventColumns + " FROM events WHERE id > ? ORDER BY id LIMIT ?"
-	// sqlStreamEvents is sqlListEvents with the prune mark on each row, read
-	// in the same statement: a stream learns in one query both what to send
-	// and whether it may (see streamEvents).
-	sqlStreamEvents = "SELECT " + eventColumns + ", (SELECT pruned_through FROM event_marks) FROM events WHERE id > ? ORDER BY id LIMIT ?"
 	// sqlEventsEnd is the feed's current end: the newest event id, or the
 	// prune mark when every event was pruned, so that an id once handed out
 	// is never handed out as an end smaller than itself.
@@ -45,6 +41,15 @@ const (
 	sqlTakeTicket   = "DELETE FROM event_tickets WHERE digest = ? RETURNING api_key_hmac, expires_at"
 	sqlPruneTickets = "DELETE FROM event_tickets WHERE expires_at <= ?"
 )
+
+// sqlStreamEvents is sqlListEvents with the prune mark on each row, read
+// in the same statement: a stream learns in one query both what to send
+// and whether it may (see streamEvents). Its LIMIT is written out, not a
+// parameter: PostgreSQL estimates a LIMIT parameter to keep a tenth of the
+// rows, so past about ten thousand events the plan made once for every
+// value looks dearer than one made for each cursor, and the statement was
+// planned again at every read; with the LIMIT known, the plan is made once.
+var sqlStreamEvents = "SELECT " + eventColumns + ", (SELECT pruned_through FROM event_marks) FROM events WHERE id > ? ORDER BY id LIMIT " + strconv.Itoa(streamReadBatch)
 
 // listEventsOfTypes is the statement of a type filter: the types are one
 // parameter, a JSON array of strings, as listPetsByID's ids are.
@@ -211,21 +216,21 @@ func (s *store) listEvents(ctx context.Context, after int64, limit int, types []
 	return events, nil
 }
 
-// streamEvents returns up to limit events with an id greater than after, in
-// id order, and the prune mark as the same statement read it: when the mark
-// is past after, events after it are gone, and none of those returned may
-// be sent as if they followed it. With no event after after, the mark is
-// not read (0): there is nothing to send, and the next read that finds an
-// event tells.
-func (s *store) streamEvents(ctx context.Context, after int64, limit int) (events []Event, prunedThrough int64, err error) {
+// streamEvents returns up to streamReadBatch events with an id greater than
+// after, in id order, and the prune mark as the same statement read it: when
+// the mark is past after, events after it are gone, and none of those
+// returned may be sent as if they followed it. With no event after after, the
+// mark is not read (0): there is nothing to send, and the next read that
+// finds an event tells.
+func (s *store) streamEvents(ctx context.Context, after int64) (events []Event, prunedThrough int64, err error) {
 	ctx, cancel := s.readContext(ctx)
 	defer cancel()
-	rows, err := s.eventStmts.stream.QueryContext(ctx, after, limit)
+	rows, err := s.eventStmts.stream.QueryContext(ctx, after)
 	if err != nil {
 		return nil, 0, s.failed("list events", err)
 	}
 	defer rows.Close()
-	events = make([]Event, 0, min(limit, 128))
+	events = make([]Event, 0, streamReadBatch)
 	for rows.Next() {
 		var ev Event
 		if err := scanEvent(rows, &ev, &prunedThrough); err != nil {

@@ -323,11 +323,18 @@ type page[T any] struct {
 // queryPage runs a list statement whose last two parameters are after and
 // the row limit, with args before them, and scans each row with scan. It asks
 // for one row more than the page holds, which tells whether another page
-// exists without a second query.
+// exists without a second query. On PostgreSQL the limit is written into a
+// statement of its own (see store_pages.go).
 func queryPage[T any](ctx context.Context, s *store, what string, stmt *sql.Stmt, pr pageRequest, scan func(interface{ Scan(...any) error }, *T) error, args ...any) (page[T], error) {
 	ctx, cancel := s.readContext(ctx)
 	defer cancel()
-	rows, err := stmt.QueryContext(ctx, append(args, pr.after, pr.limit+1)...)
+	args = append(args, pr.after)
+	if page, sized := s.pageStatement(ctx, stmt, pr.limit+1); sized {
+		stmt = page
+	} else {
+		args = append(args, pr.limit+1)
+	}
+	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
 		return page[T]{}, s.failed(what, err)
 	}
