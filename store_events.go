@@ -190,14 +190,17 @@ func scanEvent(row interface{ Scan(...any) error }, ev *Event, more ...any) erro
 func (s *store) listEvents(ctx context.Context, after int64, limit int, types []string) ([]Event, error) {
 	ctx, cancel := s.readContext(ctx)
 	defer cancel()
-	var rows *sql.Rows
-	var err error
-	if len(types) == 0 {
-		rows, err = s.eventStmts.list.QueryContext(ctx, after, limit)
-	} else {
+	stmt, args := s.eventStmts.list, []any{after}
+	if len(types) > 0 {
 		typeArray, _ := json.Marshal(types) // strings always encode
-		rows, err = s.eventStmts.listOfTypes.QueryContext(ctx, after, typeArray, limit)
+		stmt, args = s.eventStmts.listOfTypes, []any{after, typeArray}
 	}
+	if page, sized := s.pageStatement(ctx, stmt, limit); sized {
+		stmt = page // PostgreSQL, the LIMIT written out (see store_pages.go)
+	} else {
+		args = append(args, limit)
+	}
+	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, s.failed("list events", err)
 	}

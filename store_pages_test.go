@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -70,7 +71,7 @@ func TestPagesArePlannedOnceOnPostgreSQL(t *testing.T) {
 	}
 }
 
-func TestAStreamsReadIsPlannedOnceOnPostgreSQL(t *testing.T) {
+func TestTheFeedsReadsArePlannedOnceOnPostgreSQL(t *testing.T) {
 	t.Parallel()
 	s := filledPostgresStore(t, `INSERT INTO events (type, occurred_at, subject, data)
 		SELECT 'pet.created', 0, '/v1/pets/1', '{}' FROM generate_series(1, 20000)`)
@@ -78,8 +79,16 @@ func TestAStreamsReadIsPlannedOnceOnPostgreSQL(t *testing.T) {
 		if _, _, err := s.streamEvents(t.Context(), 0); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := s.listEvents(t.Context(), 0, 101, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if diff := cmp.Diff(preparedPlans{Generic: 5, Custom: 5}, plansOf(t, s.reader, s.dialect.sql(sqlStreamEvents))); diff != "" {
-		t.Errorf("plans of 10 reads of a stream over 20,000 events (-want +got):\n%s", diff)
+	got := map[string]preparedPlans{
+		"stream": plansOf(t, s.reader, s.dialect.sql(sqlStreamEvents)),
+		"page":   plansOf(t, s.reader, s.dialect.sql(strings.TrimSuffix(sqlListEvents, "?")+"101")),
+	}
+	want := map[string]preparedPlans{"stream": {Generic: 5, Custom: 5}, "page": {Generic: 5, Custom: 5}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("plans of 10 reads of a stream and of a page over 20,000 events (-want +got):\n%s", diff)
 	}
 }
