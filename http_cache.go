@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math/bits"
 	"sync/atomic"
 )
 
@@ -93,6 +94,7 @@ type responseCache struct {
 	gens     *generations
 	res      resource
 	slots    []atomic.Pointer[cacheEntry]
+	shift    uint8         // 64 - log2(len(slots)): slot keeps the hash's top bits
 	maxBytes int64         // the budget of the entries' sizes
 	bytes    atomic.Int64  // the sizes of the entries in slots
 	hand     atomic.Uint64 // the next slot eviction looks at
@@ -102,7 +104,8 @@ type responseCache struct {
 // reads of res, with a budget of defaultSlotBytes per slot until bounded
 // says otherwise.
 func newResponseCache(gens *generations, res resource, n int) *responseCache {
-	return &responseCache{gens: gens, res: res, slots: make([]atomic.Pointer[cacheEntry], n), maxBytes: int64(n) * defaultSlotBytes}
+	return &responseCache{gens: gens, res: res, slots: make([]atomic.Pointer[cacheEntry], n),
+		shift: uint8(64 - bits.TrailingZeros(uint(n))), maxBytes: int64(n) * defaultSlotBytes}
 }
 
 // bounded sets the most bytes of answers c holds, and returns c.
@@ -196,9 +199,27 @@ func (c *responseCache) page(key cacheKey, fill func() (cachedPage, error)) (cac
 	return p, nil
 }
 
-// slot returns the slot that key hashes to.
+// slot returns the slot that key hashes to: Fibonacci hashing, the top
+// bits of the key times 2^64 divided by the golden ratio. Ids are given in
+// order, and consecutive ids (items' ids, pages' afters) then spread evenly
+// over the slots: no two of a window of up to half as many ids as slots
+// share a slot (TestConsecutiveIdsShareNoSlot), so that a catalogue
+// that fits is served whole from the cache. The low bits, used before, gave
+// 42 of ids 1 to 1,000 a slot shared with another id of them, each evicting
+// the other: 21 queries per 1,000 gets of random pets at 1,000 pets.
 func (c *responseCache) slot(key cacheKey) *atomic.Pointer[cacheEntry] {
-	h := uint64(key.id)*0x9E3779B97F4A7C15 ^ uint64(key.limit)<<32 ^ uint64(len(key.filter))
-	h ^= h >> 29
-	return &c.slots[h&uint64(len(c.slots)-1)]
+	x := uint64(key.id) ^ uint64(key.limit)<<40
+	if key.filter != "" {
+		x ^= fnv1a(key.filter) << 48
+	}
+	return &c.slots[(x*0x9E3779B97F4A7C15)>>c.shift]
+}
+
+// fnv1a is the 64-bit FNV-1a hash of s.
+func fnv1a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * 1099511628211
+	}
+	return h
 }

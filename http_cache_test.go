@@ -435,3 +435,32 @@ func TestCachesHoldAtMostTheirBudget(t *testing.T) {
 		t.Errorf("the heap grew by %.1f MiB, more than the caches' budgets and 1 MiB (%.1f MiB)", float64(grown)/(1<<20), float64(limit)/(1<<20))
 	}
 }
+
+// TestConsecutiveIdsShareNoSlot fills a cache of each size the resources use
+// with a window of consecutive ids, half as many as its slots, and
+// checks that every one is then served from the cache: no two of them
+// evicted each other.
+func TestConsecutiveIdsShareNoSlot(t *testing.T) {
+	t.Parallel()
+	for _, slots := range []int{1 << 8, 1 << 10, 1 << 12, 1 << 14} {
+		for _, first := range []int64{1, 1000, 123_457, 1_000_000, 1 << 40} {
+			var g generations
+			c := newResponseCache(&g, petsResource, slots)
+			var f countingFill
+			n := int64(slots) / 2
+			for id := first; id < first+n; id++ {
+				c.item(id, f.item)
+			}
+			var refilled []int64
+			for id := first; id < first+n; id++ {
+				before := f.calls
+				if c.item(id, f.item); f.calls != before {
+					refilled = append(refilled, id)
+				}
+			}
+			if len(refilled) > 0 {
+				t.Errorf("%d slots, ids %d to %d: %d ids were evicted by another, the first %v", slots, first, first+n-1, len(refilled), refilled[:min(len(refilled), 5)])
+			}
+		}
+	}
+}
