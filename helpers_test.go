@@ -954,16 +954,9 @@ func runOnPostgres() int {
 		noteSkipped(fmt.Sprintf("skipped %s (%v); to run it: %s", postgresPart, err, enablePostgres))
 		return 0
 	}
-	var args []string
-	for _, a := range os.Args[1:] {
-		// The first run's files (its log for go test's cache, a coverage
-		// profile) are its own; and the second run chooses its tests.
-		switch name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); name {
-		case "test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip":
-			continue
-		}
-		args = append(args, a)
-	}
+	// The first run's files (its log for go test's cache, a coverage
+	// profile) are its own; and the second run chooses its tests.
+	args := argsWithout("test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip")
 	args = append(args, "-test.run=^("+strings.Join(names, "|")+")$")
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), backendVariable+"=postgres", pgURLVariable+"="+url)
@@ -973,6 +966,25 @@ func runOnPostgres() int {
 		return 1
 	}
 	return 0
+}
+
+// argsWithout returns this test binary's arguments but for the flags named
+// in drop, each left out with its value, whether given as -flag=value (as go
+// test passes them) or as -flag value (the binary run by hand). A value kept
+// alone would end the new run's flags before those appended after it.
+func argsWithout(drop ...string) []string {
+	var args []string
+	for i := 1; i < len(os.Args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(os.Args[i], "-"), "=")
+		if slices.Contains(drop, name) {
+			if !hasValue {
+				i++
+			}
+			continue
+		}
+		args = append(args, os.Args[i])
+	}
+	return args
 }
 
 // aloneVariable marks a run of the test binary that inAProcessOfItsOwn
@@ -989,16 +1001,9 @@ func inAProcessOfItsOwn(t *testing.T) bool {
 	if os.Getenv(aloneVariable) == t.Name() {
 		return true
 	}
-	var args []string
-	for _, a := range os.Args[1:] {
-		// The same filtering as runOnPostgres: the files are this run's,
-		// and the new run chooses its test.
-		switch name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); name {
-		case "test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip", "test.count", "test.cpuprofile", "test.memprofile", "test.trace":
-			continue
-		}
-		args = append(args, a)
-	}
+	// As in runOnPostgres: the files are this run's, and the new run
+	// chooses its test.
+	args := argsWithout("test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip", "test.count", "test.cpuprofile", "test.memprofile", "test.trace")
 	args = append(args, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
 	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
 	cmd.Env = append(os.Environ(), aloneVariable+"="+t.Name())
