@@ -45,6 +45,10 @@ type keyEntry struct {
 	scopes scopeSet
 	// expires is when the key stops being accepted; zero for never.
 	expires time.Time
+	// source says where the key is listed ("line 3" of the key file, or
+	// "key 2 of PETSTORE_API_KEYS"), for the error that refuses a key
+	// listed twice; never the key itself.
+	source string
 }
 
 // shortID is the key's id as logs, metrics and `petstore keys list` show
@@ -182,9 +186,46 @@ func newKeyEntry(secret []byte, digest [sha256.Size]byte, label string) keyEntry
 	return e
 }
 
-// keySet is a set of accepted keys, immutable once built.
+// keySet is a set of accepted keys, immutable once built. Each key is in
+// it once (see distinctKeys), so a bearer key and a ticket of that key find
+// the same entry, with the same scopes.
 type keySet struct {
 	entries []keyEntry
+	// replaced is closed when a reload swaps in the set that follows this
+	// one: an open event stream waits on it to check its key again (see
+	// feed.keyState).
+	replaced chan struct{}
+}
+
+// newKeySet returns the set of entries.
+func newKeySet(entries []keyEntry) *keySet {
+	return &keySet{entries: entries, replaced: make(chan struct{})}
+}
+
+// byID returns the entry whose identity (see keyEntry) is id: the key a
+// stream ticket was asked for, or the key an open stream was opened with.
+func (ks *keySet) byID(id [sha256.Size]byte) (keyEntry, bool) {
+	for _, e := range ks.entries {
+		if e.id == id {
+			return e, true
+		}
+	}
+	return keyEntry{}, false
+}
+
+// distinctKeys refuses a key listed twice, in the same source or in two:
+// each listing would carry its own scopes and expiry, and which one a
+// request got would depend on how it was checked. The error names both
+// listings by where they are, never by the key.
+func distinctKeys(entries []keyEntry) error {
+	first := make(map[[sha256.Size]byte]string, len(entries))
+	for _, e := range entries {
+		if where, ok := first[e.digest]; ok {
+			return fmt.Errorf("%s is the same key as %s; list each key once, with every scope it needs", e.source, where)
+		}
+		first[e.digest] = e.source
+	}
+	return nil
 }
 
 // shortKeys lists the labels of the keys shorter than minKeyLen.
@@ -268,8 +309,12 @@ func loadKeyring(list, file string, secret []byte) (keyring, error) {
 		if k = strings.TrimSpace(k); k != "" {
 			e := newKeyEntry(secret, sha256.Sum256([]byte(k)), "")
 			e.short = len(k) < minKeyLen
+			e.source = fmt.Sprintf("key %d of %sAPI_KEYS", len(kr.envKeys)+1, envPrefix)
 			kr.envKeys = append(kr.envKeys, e)
 		}
+	}
+	if err := distinctKeys(kr.envKeys); err != nil {
+		return kr, &configError{envPrefix + "API_KEYS", err.Error()}
 	}
 	if err := kr.reload(); err != nil {
 		return kr, &configError{settingName("api-keys-file"), err.Error()}
@@ -292,8 +337,9 @@ func (kr keyring) configured() bool { return len(kr.envKeys) > 0 || kr.file != "
 
 // reload re-reads the key file and swaps in the new set. When the file cannot
 // be read or parsed, when it is not a regular file, when another user could
-// change it (see checkPrivateFile), or when a reload finds no key in it, the
-// current set stays in force and the error says why.
+// change it (see checkPrivateFile), when it lists a key twice or a key of
+// PETSTORE_API_KEYS again (see distinctKeys), or when a reload finds no key
+// in it, the current set stays in force and the error says why.
 func (kr keyring) reload() error {
 	entries := append([]keyEntry(nil), kr.envKeys...)
 	if kr.file != "" {
@@ -308,8 +354,13 @@ func (kr keyring) reload() error {
 			return fmt.Errorf("key file %s holds no key now (truncated, or caught while being written?); to refuse every client on purpose, stop the service", kr.file)
 		}
 		entries = append(entries, fromFile...)
+		if err := distinctKeys(entries); err != nil {
+			return fmt.Errorf("key file %s: %w", kr.file, err)
+		}
 	}
-	kr.current.Store(&keySet{entries: entries})
+	if old := kr.current.Swap(newKeySet(entries)); old != nil {
+		close(old.replaced)
+	}
 	return nil
 }
 
@@ -406,6 +457,7 @@ func parseKeyFile(r io.Reader, secret []byte) ([]keyEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
+		e.source = fmt.Sprintf("line %d", n)
 		entries = append(entries, e)
 	}
 	if err := sc.Err(); err != nil {
@@ -581,10 +633,7 @@ func (guard authGuard) refuse(w http.ResponseWriter, r *http.Request, log *slog.
 		info.authFailed, info.client = true, addr.String()
 	}
 	if wait := guard.throttle.fail(addr); wait > 0 {
-		guard.failures("throttled")
-		seconds := retryAfterSeconds(wait)
-		w.Header().Set("Retry-After", strconv.Itoa(seconds))
-		writeError(w, r, log, errorf(codeRateLimited, "too many requests without a valid API key came from your address; retry after %d s with a valid key", seconds))
+		guard.throttled(w, r, log, wait)
 		return
 	}
 	guard.failures(e.Code)
@@ -592,6 +641,15 @@ func (guard authGuard) refuse(w http.ResponseWriter, r *http.Request, log *slog.
 		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 	}
 	writeError(w, r, log, e)
+}
+
+// throttled answers 429 to a request from an address that has failed
+// authentication too often, and must wait before it is answered again.
+func (guard authGuard) throttled(w http.ResponseWriter, r *http.Request, log *slog.Logger, wait time.Duration) {
+	guard.failures("throttled")
+	seconds := retryAfterSeconds(wait)
+	w.Header().Set("Retry-After", strconv.Itoa(seconds))
+	writeError(w, r, log, errorf(codeRateLimited, "too many requests without a valid API key came from your address; retry after %d s with a valid key", seconds))
 }
 
 // admit passes a request whose caller is entry on to next, with the key's

@@ -172,7 +172,8 @@ func BenchmarkHandlerChain(b *testing.B) {
 func benchHandler(st *store) http.Handler {
 	log := newLogger("text", io.Discard)
 	lim := limits{idempotencyTTL: defaultIdempotencyTTL, maxBodyMemory: defaultMaxBodyMemory, authFailures: defaultAuthFailures}
-	return newServer(log, staticKeyring(testKey), st, newMetrics(st), newFeed(log, st, defaultFeedConfig(), time.Now), time.Now, lim)
+	keys := staticKeyring(testKey)
+	return newServer(log, keys, st, newMetrics(st), newFeed(log, st, keys, defaultFeedConfig(), time.Now), time.Now, lim)
 }
 
 // BenchmarkCreateThroughChain measures a durable create (POST /v1/pets, as

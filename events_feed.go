@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"math"
@@ -20,11 +21,12 @@ import (
 
 // The change feed, GET /v1/events: the events in id order (which is commit
 // order), read by polling pages of JSON or as a Server-Sent Events stream
-// that resumes where a client left off. Both read the events table by
-// cursor; a stream is woken by the writer of this process when a batch
-// commits events (eventSignal), and on PostgreSQL also by a notification
-// from the other replicas (listenForEvents) and a poll every second, in case
-// a notification is lost.
+// that resumes where a client left off. A page reads the events table by
+// cursor. A stream reads the newest events from the tail this process keeps
+// in memory (store_events_tail.go), woken when it grows, and the table only
+// while its cursor is older than the tail. A stream checks the key it was
+// opened with at every wake-up, heartbeat and key reload, and ends, saying
+// why, once that key has expired or was removed.
 
 // The feed's limits.
 const (
@@ -39,9 +41,6 @@ const (
 	// a frame: a client that stops reading for longer is disconnected, so
 	// a stalled reader holds no buffer and no connection for ever.
 	streamWriteTimeout = 30 * time.Second
-	// streamPoll is how often a stream on PostgreSQL looks for events of
-	// other replicas when no notification woke it.
-	streamPoll = time.Second
 	// ticketTTL is how long a stream ticket can be redeemed.
 	ticketTTL = 60 * time.Second
 )
@@ -65,6 +64,7 @@ type feedConfig struct {
 type feed struct {
 	log      *slog.Logger
 	st       *store
+	keys     keyring // the keys in force, which an open stream checks its own against
 	cfg      feedConfig
 	now      func() time.Time
 	shutdown chan struct{} // closed when the server begins to shut down
@@ -81,12 +81,13 @@ type stream struct {
 	cursor int64 // the newest event id it examined
 }
 
-// newFeed returns the feed of st.
-func newFeed(log *slog.Logger, st *store, cfg feedConfig, now func() time.Time) *feed {
+// newFeed returns the feed of st, whose streams end when their key is no
+// longer among keys or has expired.
+func newFeed(log *slog.Logger, st *store, keys keyring, cfg feedConfig, now func() time.Time) *feed {
 	if cfg.writeTimeout == 0 {
 		cfg.writeTimeout = streamWriteTimeout
 	}
-	return &feed{log: log, st: st, cfg: cfg, now: now, shutdown: make(chan struct{}),
+	return &feed{log: log, st: st, keys: keys, cfg: cfg, now: now, shutdown: make(chan struct{}),
 		perKey: map[[sha256.Size]byte]int{}, streams: map[*stream]struct{}{}}
 }
 
@@ -283,7 +284,8 @@ func (f *feed) closeStream(key [sha256.Size]byte, s *stream) {
 }
 
 // serveStream serves the feed as Server-Sent Events until the client goes
-// away, stops reading, or the server shuts down.
+// away, stops reading, the server shuts down, or the key it was opened with
+// has expired or is no longer in force.
 func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery) {
 	ctx := r.Context()
 	key, _ := keyIdentity(ctx)
@@ -302,7 +304,10 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 	}
 	// Taken before the bounds are read: a commit after the read closes
 	// this channel, so the loop below never sleeps through it.
-	wake := f.st.events.wait()
+	tail := f.st.events
+	tail.subscribe()
+	defer tail.unsubscribe()
+	wake := tail.wait()
 	bounds, err := f.st.eventBounds(ctx)
 	if err != nil {
 		writeError(w, r, f.log, err)
@@ -340,33 +345,58 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 
 	heartbeat := time.NewTimer(f.cfg.heartbeat)
 	defer heartbeat.Stop()
-	var poll <-chan time.Time
-	if f.st.dialect == postgresDialect {
-		ticker := time.NewTicker(streamPoll)
-		defer ticker.Stop()
-		poll = ticker.C
+	opened := streamKey{id: key, scopes: callerScopes(ctx)}
+	keys := f.keys.keys()       // the key set opened was checked against; a reload closes its replaced
+	var expiry <-chan time.Time // fires at the key's expiry, if it has one
+	if e, ok := keys.byID(key); ok && !e.expires.IsZero() {
+		// It only makes the check below run at the expiry rather than at
+		// the next heartbeat: the check itself reads the feed's clock.
+		t := time.NewTimer(e.expires.Sub(f.now()))
+		defer t.Stop()
+		expiry = t.C
 	}
-	lastFrame := cursor // the id of the last frame sent that carried one
+	// readable is what the key may read whatever the filter asked for:
+	// only a readable event may move a bookmark (see below).
+	readable := eventsQuery{types: readableTypes(ctx, nil)}
+	lastFrame := cursor    // the id of the last frame sent that carried one
+	lastReadable := cursor // the newest event examined that the key may read
+	var events []Event
 	for {
-		// Read and send everything after the cursor, a batch at a time.
+		// Read and send everything after the cursor, a batch at a time:
+		// from the tail while the cursor is within it, else from the table.
 		for {
-			events, prunedThrough, err := f.st.streamEvents(ctx, cursor)
-			if err != nil {
-				if ctx.Err() == nil {
-					f.log.WarnContext(ctx, "event stream ended: reading the events failed", "err", err)
+			var fromTail bool
+			events, fromTail = tail.after(cursor, events)
+			if !fromTail {
+				var prunedThrough int64
+				events, prunedThrough, err = f.st.streamEvents(ctx, cursor)
+				if err != nil {
+					if ctx.Err() == nil {
+						f.log.WarnContext(ctx, "event stream ended: reading the events failed", "err", err)
+					}
+					return
 				}
-				return
+				if cursor < prunedThrough {
+					// Events after the cursor were pruned while the
+					// stream waited: they cannot be sent any more, so
+					// the stream ends, and the client's reconnection
+					// gets the 410 that says so.
+					return
+				}
 			}
-			if cursor < prunedThrough {
-				// Events after the cursor were pruned while the stream
-				// waited: they cannot be sent any more, so the stream
-				// ends, and the client's reconnection gets the 410 that
-				// says so.
+			// Checked after the read: every event read was committed
+			// before this check, so none committed after the key ended is
+			// ever sent.
+			if end := f.keyEnded(opened); end != nil {
+				f.send(rc, w, end)
 				return
 			}
 			buf = buf[:0]
 			for _, ev := range events {
 				cursor = ev.ID
+				if readable.wants(ev.Type) {
+					lastReadable = ev.ID
+				}
 				if !q.wants(ev.Type) {
 					continue
 				}
@@ -386,16 +416,27 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 		}
 		select {
 		case <-wake:
-		case <-poll:
+		case <-keys.replaced:
+			keys = f.keys.keys()
+			continue // checked by the read above
+		case <-expiry:
+			continue
 		case <-heartbeat.C:
+			if end := f.keyEnded(opened); end != nil {
+				f.send(rc, w, end)
+				return
+			}
 			buf = buf[:0]
-			if cursor > lastFrame {
-				// Events were examined and skipped by the filter: a
-				// bookmark moves the client's Last-Event-ID past them.
+			if lastReadable > lastFrame {
+				// Events the key may read were examined and skipped by
+				// the filter: a bookmark moves the client's Last-Event-ID
+				// past them. Never past one it may not read: its id
+				// would tell that something the key may not see
+				// happened.
 				buf = append(buf, "event: bookmark\nid: "...)
-				buf = strconv.AppendInt(buf, cursor, 10)
+				buf = strconv.AppendInt(buf, lastReadable, 10)
 				buf = append(buf, "\ndata: {}\n\n"...)
-				lastFrame = cursor
+				lastFrame = lastReadable
 			} else {
 				buf = append(buf, ": keep-alive\n\n"...)
 			}
@@ -409,8 +450,40 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 		case <-f.shutdown:
 			return
 		}
-		wake = f.st.events.wait()
+		wake = tail.wait()
 	}
+}
+
+// streamKey is the key an open stream was opened with (or whose ticket
+// opened it): its identity, and the scopes it held then, which shaped what
+// the stream shows.
+type streamKey struct {
+	id     [sha256.Size]byte
+	scopes scopeSet
+}
+
+// keyEnded checks the key of a stream against the keys in force now. It
+// returns nil while the stream may go on, or its last frame. A key that has
+// expired or was removed ends it with an "end" event whose data is the
+// Error body of the 401 a new request with that key would get, so that a
+// client stops instead of reconnecting with a dead key. A key whose scopes
+// changed ends it with a comment: a reconnection gets a stream of what the
+// key may read now (or a 403, when that is no longer the feed).
+func (f *feed) keyEnded(k streamKey) []byte {
+	e, ok := f.keys.keys().byID(k.id)
+	var end *apiError
+	switch {
+	case !ok:
+		end = errorf(codeUnauthorized, "the API key that opened this stream is no longer accepted (it was removed from the keys in force); ask the operator for a new key")
+	case e.expired(f.now()):
+		end = errorf(codeUnauthorized, "the API key that opened this stream has expired (at %s); ask the operator for a new key", e.expires.Format(time.RFC3339))
+	case e.scopes != k.scopes:
+		return []byte(": the scopes of the API key that opened this stream changed; reconnect for a stream of what it may read now\n\n")
+	default:
+		return nil
+	}
+	body, _ := json.Marshal(end) // strings and an int always encode
+	return append(append([]byte("event: end\ndata: "), body...), "\n\n"...)
 }
 
 // setCursor records the newest event id the stream examined.
@@ -472,11 +545,15 @@ func (f *feed) openStreams() float64 {
 func (f *feed) collectors() []prometheus.Collector {
 	written := prometheus.NewDesc("petstore_events_written_total", "Events this process committed, by type.", []string{"type"}, nil)
 	return []prometheus.Collector{
-		eventsWrittenCollector{sig: f.st.events, desc: written},
+		eventsWrittenCollector{tail: f.st.events, desc: written},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "petstore_event_streams",
 			Help: "Event streams (GET /v1/events as text/event-stream) open now.",
 		}, f.openStreams),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "petstore_event_stream_reads_total",
+			Help: "Reads of the events table for streams: those of streams behind the in-memory tail of recent events and, on PostgreSQL, the tail's own (one per wake-up, shared by every stream). On SQLite streams that keep up read none.",
+		}, func() float64 { return float64(f.st.streamReads.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "petstore_event_stream_lag_events",
 			Help: "How many event ids the slowest open stream is behind the newest event this process knows of (0 without streams).",
@@ -486,7 +563,7 @@ func (f *feed) collectors() []prometheus.Collector {
 
 // eventsWrittenCollector reports the events written, by type.
 type eventsWrittenCollector struct {
-	sig  *eventSignal
+	tail *eventTail
 	desc *prometheus.Desc
 }
 
@@ -494,7 +571,7 @@ func (c eventsWrittenCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.d
 
 func (c eventsWrittenCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, t := range eventTypes {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.sig.written[i].Load()), t)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.tail.written[i].Load()), t)
 	}
 }
 
@@ -554,10 +631,8 @@ func redeemTicket(ctx context.Context, st *store, kr keyring, now time.Time, tic
 	if !ok {
 		return keyEntry{}, errTicketNotValid
 	}
-	for _, e := range kr.keys().entries {
-		if e.id == id {
-			return e, nil
-		}
+	if e, ok := kr.keys().byID(id); ok {
+		return e, nil
 	}
 	return keyEntry{}, errTicketNotValid
 }
@@ -583,16 +658,31 @@ func readableTypes(ctx context.Context, types []string) []string {
 	return readable
 }
 
-// requireKeyOrTicket is auth for the feed: a request that carries a stream
-// ticket and no Authorization header is let through with the rights of the
-// key that asked for the ticket; any other is left to auth. A ticket that is
-// not valid counts as a failed authentication, as a wrong key does.
+// requireKeyOrTicket is auth for the feed: a request for a stream that
+// carries a stream ticket and no Authorization header is let through with
+// the rights of the key that asked for the ticket; any other is left to
+// auth. A ticket that is not valid counts as a failed authentication, as a
+// wrong key does. Redeeming a ticket is a write (it is consumed), so two
+// requests are refused before it: one for a page of JSON (a ticket opens a
+// stream, and stays unused), and one from an address that failed too often
+// (the throttle answers first, without a write).
 func requireKeyOrTicket(f *feed, kr keyring, guard authGuard, auth func(http.Handler) http.Handler, next http.Handler) http.Handler {
 	keyed := auth(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ticket, ok := ticketOf(r)
 		if !ok {
 			keyed.ServeHTTP(w, r)
+			return
+		}
+		if !wantsStream(r) {
+			writeError(w, r, f.log, errorf(codeInvalidParameter, "a ticket opens an event stream only, and was not used: ask for the stream with Accept: %s (an EventSource does), or read pages with the header Authorization: Bearer <API key>", eventStreamType))
+			return
+		}
+		if wait := guard.throttle.waiting(clientAddr(r, guard.proxies)); wait > 0 {
+			if info := requestInfoFrom(r.Context()); info != nil {
+				info.authFailed, info.client = true, clientAddr(r, guard.proxies).String()
+			}
+			guard.throttled(w, r, f.log, wait)
 			return
 		}
 		entry, err := redeemTicket(r.Context(), f.st, kr, f.now(), ticket)

@@ -600,7 +600,9 @@ func TestAStreamBehindThePruneMarkEndsWithoutSkipping(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	ts.Store.events.committed([]eventWritten{{id: 4, typ: eventPetCreated}, {id: 5, typ: eventPetCreated}})
+	// As pruneEvents does once its prune commits: the tail's base moves
+	// past the pruned events, so the stream must read the table.
+	ts.Store.events.pruned(4)
 	for {
 		select {
 		case f, ok := <-s.frames:
@@ -678,6 +680,33 @@ func TestStreamTickets(t *testing.T) {
 	t.Run("a ticket request takes no body", func(t *testing.T) {
 		wantError(t, ts.do(t, "POST", "/v1/events/tickets", `{"x":1}`, nil), 400, codeInvalidBody)
 	})
+}
+
+// TestATicketIsSpentOnlyOnAStream: redeeming a ticket consumes it (a
+// write), so it happens only for a request that can use it. A request for a
+// page of JSON is refused, and the ticket stays unused; so is a request
+// from an address that failed authentication too often, answered by the
+// throttle before any write.
+func TestATicketIsSpentOnlyOnAStream(t *testing.T) {
+	clock := &fakeClock{}
+	clock.set(time.Now())
+	ts := newTestServer(t, withClock(clock.now), withLimits(limits{idempotencyTTL: defaultIdempotencyTTL, authFailures: 2}))
+	res := ts.do(t, "POST", "/v1/events/tickets", "", nil)
+	var tk struct{ Ticket string }
+	if err := json.Unmarshal(res.Body, &tk); err != nil || res.Status != http.StatusCreated {
+		t.Fatalf("ticket: %d %s", res.Status, res.Body)
+	}
+	noKey := map[string]string{"Authorization": ""}
+	wantError(t, ts.do(t, "GET", "/v1/events?ticket="+tk.Ticket, "", noKey), http.StatusBadRequest, codeInvalidParameter, "event stream", "Accept: text/event-stream")
+	for range 2 {
+		wantError(t, ts.do(t, "GET", "/v1/pets", "", map[string]string{"Authorization": "Bearer wrong-key-0123456789"}), http.StatusUnauthorized, codeUnauthorized)
+	}
+	_, res = openStream(t, ts.URL, "?ticket="+tk.Ticket, noKey)
+	wantError(t, res, http.StatusTooManyRequests, codeRateLimited, "retry after")
+	clock.set(clock.now().Add(ticketTTL / 2)) // the address's budget refills; the ticket is still valid
+	if _, res := openStream(t, ts.URL, "?ticket="+tk.Ticket, noKey); res.Status != http.StatusOK {
+		t.Errorf("the ticket, after a request for a page and a throttled one: %d %s, want the stream", res.Status, res.Body)
+	}
 }
 
 func TestStreamsAreCappedPerKey(t *testing.T) {
@@ -964,13 +993,12 @@ func TestTheFeedShowsAKeyOnlyWhatItMayRead(t *testing.T) {
 		if err := json.Unmarshal(res.Body, &tk); err != nil || res.Status != 201 {
 			t.Fatalf("ticket: %d %s", res.Status, res.Body)
 		}
-		page := ts.do(t, "GET", "/v1/events?ticket="+tk.Ticket, "", map[string]string{"Authorization": ""})
-		got := []string{}
-		for _, ev := range decode[[]wireEvent](t, page) {
-			got = append(got, ev.Type)
+		s, res := openStream(t, ts.URL, "?after=0&ticket="+tk.Ticket, map[string]string{"Authorization": ""})
+		if res.Status != http.StatusOK {
+			t.Fatalf("stream: %d %s", res.Status, res.Body)
 		}
-		if diff := cmp.Diff([]string{eventOrderPlaced}, got); diff != "" {
-			t.Errorf("the ticket's page mismatch (-want +got):\n%s", diff)
+		if f := s.nextEvent(t); f.Event != eventOrderPlaced {
+			t.Errorf("the ticket's stream sent %+v first, want the order's event", f)
 		}
 	})
 }

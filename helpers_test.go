@@ -88,6 +88,8 @@ type testServer struct {
 	Handler http.Handler // what the server serves, for tests that call it directly
 	Log     *syncBuffer  // everything the service logged
 	Feed    *feed        // the event feed's streams
+	Keys    keyring      // the keys it accepts
+	KeyFile string       // the key file Keys reads, "" without one
 }
 
 // serverConfig is what the serverOptions of newTestServer change.
@@ -163,14 +165,15 @@ func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	}
 	t.Cleanup(func() { st.Close() })
 	logBuf := &syncBuffer{}
-	events := newFeed(slogTo(logBuf), st, cfg.events, cfg.now)
-	h := newServer(slogTo(logBuf), staticKeyring(cfg.keys...), st, newMetrics(st), events, cfg.now, cfg.limits)
+	keys := staticKeyring(cfg.keys...)
+	events := newFeed(slogTo(logBuf), st, keys, cfg.events, cfg.now)
+	h := newServer(slogTo(logBuf), keys, st, newMetrics(st), events, cfg.now, cfg.limits)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	// Before the server closes (cleanups run last first): Close waits for
 	// every request, and a stream ends only when the feed stops.
 	t.Cleanup(events.stop)
-	return &testServer{URL: srv.URL, DBPath: cfg.dbPath, Store: st, Handler: h, Log: logBuf, Feed: events}
+	return &testServer{URL: srv.URL, DBPath: cfg.dbPath, Store: st, Handler: h, Log: logBuf, Feed: events, Keys: keys}
 }
 
 // urlLine is the launch contract: the line the service prints once it accepts

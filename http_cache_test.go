@@ -396,7 +396,8 @@ func TestCachesHoldAtMostTheirBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	h := newServer(slogTo(io.Discard), staticKeyring(testKey), st, newMetrics(st), newFeed(slogTo(io.Discard), st, defaultFeedConfig(), time.Now), time.Now, limits{idempotencyTTL: defaultIdempotencyTTL})
+	keys := staticKeyring(testKey)
+	h := newServer(slogTo(io.Discard), keys, st, newMetrics(st), newFeed(slogTo(io.Discard), st, keys, defaultFeedConfig(), time.Now), time.Now, limits{idempotencyTTL: defaultIdempotencyTTL})
 	const pets = 20_000
 	if _, err := st.writer.ExecContext(t.Context(), `
 		WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ?)

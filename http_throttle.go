@@ -96,6 +96,29 @@ func (at *authThrottle) fail(addr netip.Addr) time.Duration {
 	return 0
 }
 
+// waiting returns how long addr must wait before its next failure is
+// answered rather than refused, as fail would, without counting a failure:
+// 0 while it has budget left. It lets a request whose check costs a write
+// (a stream ticket is consumed by a DELETE) be refused before that check.
+func (at *authThrottle) waiting(addr netip.Addr) time.Duration {
+	if at.limit == 0 || !addr.IsValid() {
+		return 0
+	}
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	e, ok := at.buckets[throttleKey(addr)]
+	if !ok {
+		return 0
+	}
+	lim, now := e.Value.(*addrBucket).lim, at.now()
+	if lim.TokensAt(now) >= 1 {
+		return 0
+	}
+	res := lim.ReserveN(now, 1)
+	defer res.CancelAt(now)
+	return res.DelayFrom(now)
+}
+
 // retryAfterSeconds is a wait in whole seconds for Retry-After, rounded up.
 func retryAfterSeconds(wait time.Duration) int { return int(math.Ceil(wait.Seconds())) }
 

@@ -23,11 +23,15 @@ import (
 
 // newServerWithKeyFile is newTestServer for keys with scopes and expiry: the
 // service accepts the keys of a key file holding content, read as the
-// service reads -api-keys-file, and reads the time from now. Keys do not
-// depend on the database, so it runs on SQLite only. lim, when given,
-// replaces the default limits.
-func newServerWithKeyFile(t *testing.T, content string, now func() time.Time, lim ...limits) *testServer {
+// service reads -api-keys-file (ts.KeyFile, which ts.Keys.reload reads
+// again), and reads the time from now. Keys do not depend on the database,
+// so it runs on SQLite only. Of opts, withLimits and withFeed apply.
+func newServerWithKeyFile(t *testing.T, content string, now func() time.Time, opts ...serverOption) *testServer {
 	t.Helper()
+	cfg := serverConfig{limits: limits{idempotencyTTL: defaultIdempotencyTTL}, events: defaultFeedConfig()}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	file := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -43,16 +47,12 @@ func newServerWithKeyFile(t *testing.T, content string, now func() time.Time, li
 	}
 	t.Cleanup(func() { st.Close() })
 	logBuf := &syncBuffer{}
-	l := limits{idempotencyTTL: defaultIdempotencyTTL}
-	if len(lim) > 0 {
-		l = lim[0]
-	}
-	events := newFeed(slogTo(logBuf), st, defaultFeedConfig(), now)
-	h := newServer(slogTo(logBuf), kr, st, newMetrics(st), events, now, l)
+	events := newFeed(slogTo(logBuf), st, kr, cfg.events, now)
+	h := newServer(slogTo(logBuf), kr, st, newMetrics(st), events, now, cfg.limits)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(events.stop) // before the server closes: a stream ends only when the feed stops
-	return &testServer{URL: srv.URL, DBPath: dbPath, Store: st, Handler: h, Log: logBuf, Feed: events}
+	return &testServer{URL: srv.URL, DBPath: dbPath, Store: st, Handler: h, Log: logBuf, Feed: events, Keys: kr, KeyFile: file}
 }
 
 // routeTable is the service's route table, over a store of its own.
@@ -63,7 +63,7 @@ func routeTable(t *testing.T) []route {
 		t.Fatalf("openStore: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return routes(slogTo(io.Discard), st, newMetrics(st), newFeed(slogTo(io.Discard), st, defaultFeedConfig(), time.Now), newIdempotency(st, defaultIdempotencyTTL, time.Now), time.Now)
+	return routes(slogTo(io.Discard), st, newMetrics(st), newFeed(slogTo(io.Discard), st, staticKeyring(testKey), defaultFeedConfig(), time.Now), newIdempotency(st, defaultIdempotencyTTL, time.Now), time.Now)
 }
 
 // scopeKey is the key that the scopes test gives the single scope s.
@@ -176,6 +176,13 @@ func TestEachOperationNeedsItsScope(t *testing.T) {
 					// Past the scope check, a subscription is refused
 					// when its key may read no event it would deliver.
 					wantError(t, res, http.StatusBadRequest, codeInvalidField, "may read none")
+					return
+				}
+				if allowed && strings.Contains(path, "/v1/webhooks/") && !(held.has(scopePetsRead) && held.has(scopeOrdersRead)) {
+					// Past the scope check, a subscription is managed only
+					// by a key that may read every type it delivers (this
+					// one delivers every type): to any other it is not there.
+					wantError(t, res, http.StatusNotFound, codeNotFound)
 					return
 				}
 				if allowed {
@@ -431,7 +438,7 @@ func TestKeyExpiresWhileTheServerRuns(t *testing.T) {
 func TestAForbiddenRequestIsNotAFailedGuess(t *testing.T) {
 	const reader = "reader-key-0123456789"
 	ts := newServerWithKeyFile(t, reader+" shop scopes=pets:read\n", time.Now,
-		limits{idempotencyTTL: defaultIdempotencyTTL, authFailures: 2})
+		withLimits(limits{idempotencyTTL: defaultIdempotencyTTL, authFailures: 2}))
 	for range 5 {
 		if res := ts.do(t, "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`, bearer(reader)); res.Status != http.StatusForbidden {
 			t.Fatalf("createPet with a read-only key: status %d, want 403", res.Status)
@@ -598,5 +605,44 @@ func TestScopeBitsFollowKnownScopes(t *testing.T) {
 	}
 	if noKey.bit() != 0 || scope("").bit() != 0 {
 		t.Errorf("a name that is not a scope has a bit")
+	}
+}
+
+// TestAKeyListedTwiceIsRefused: a key listed twice (two lines of the key
+// file, a line and its digest, or the file and PETSTORE_API_KEYS) would hold
+// two sets of scopes, and its bearer use and its tickets could each find a
+// different one. A reload that meets one keeps the keys in force; the error
+// names both listings by where they are, never by the key. (The start-up
+// refusals are rows of TestRunRefusesBadConfiguration.)
+func TestAKeyListedTwiceIsRefused(t *testing.T) {
+	const key, other = "listed-twice-0123456789", "other-key-0123456789"
+	digest := sha256.Sum256([]byte(key))
+	tests := []struct {
+		rule, env, file, mention string
+	}{
+		{"two lines of one key", "", key + " a scopes=pets:read\n" + other + "\n" + key + " b\n", "line 3 is the same key as line 1"},
+		{"a key and its digest", "", "sha256:" + hex.EncodeToString(digest[:]) + " a\n" + key + " b scopes=orders:read\n", "line 2 is the same key as line 1"},
+		{"a key of PETSTORE_API_KEYS in the file", other + "," + key, "\n" + key + " narrow scopes=pets:read,events:read\n", "line 2 is the same key as key 2 of PETSTORE_API_KEYS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "keys")
+			writeFile(t, file, "good-key-0123456789 web\n")
+			kr, err := loadKeyring(tt.env, file, testSecret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, file, tt.file)
+			err = kr.reload()
+			if err == nil || !strings.Contains(err.Error(), tt.mention) {
+				t.Fatalf("reload() = %v, want an error mentioning %q", err, tt.mention)
+			}
+			if strings.Contains(err.Error(), key) || strings.Contains(err.Error(), hex.EncodeToString(digest[:])) {
+				t.Errorf("the error repeats the key or its digest: %v", err)
+			}
+			if _, ok := kr.keys().match("good-key-0123456789"); !ok {
+				t.Errorf("after the refused reload the previous key is no longer accepted")
+			}
+		})
 	}
 }

@@ -189,7 +189,7 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	delivering.Go(func() { hooks.run(hooksCtx) })
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
-	events := newFeed(log, st, cfg.events, time.Now)
+	events := newFeed(log, st, keys, cfg.events, time.Now)
 	srv := &http.Server{
 		Handler:           newServer(log, keys, st, m, events, time.Now, cfg.limits),
 		ReadHeaderTimeout: cfg.readHeaderTimeout,

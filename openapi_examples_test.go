@@ -650,7 +650,7 @@ func TestOpenAPIErrorExamplesAreWhatTheServiceAnswers(t *testing.T) {
 		{site: component("DatabaseUnreachable"), ts: unreachable, method: "GET", path: "/v1/pets"},
 		{site: getPet(503), ts: unreachable, method: "GET", path: "/v1/pets/1"},
 		{site: listEvents(400), ts: placed, method: "GET", path: "/v1/events?type=pet.born"},
-		{site: listEvents(401), ts: placed, method: "GET", path: "/v1/events?ticket=NOSUCHTICKET", header: noKey},
+		{site: listEvents(401), ts: placed, method: "GET", path: "/v1/events?ticket=NOSUCHTICKET", header: map[string]string{"Authorization": "", "Accept": eventStreamType}},
 		{site: listEvents(410), ts: pruned, method: "GET", path: "/v1/events?after=2"},
 		{site: listEvents(429), ts: streaming, method: "GET", path: "/v1/events", header: stream},
 		{site: listEvents(503), ts: unreachable, method: "GET", path: "/v1/events"},

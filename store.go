@@ -119,8 +119,9 @@ type store struct {
 	// generations tell the response caches what a commit changed (see
 	// http_cache.go).
 	generations generations
-	// events wakes the feed's streams when a batch commits events.
-	events *eventSignal
+	// events is the tail of the feed that the streams of this process
+	// read, and the signal that wakes them (see store_events_tail.go).
+	events *eventTail
 	// now stamps the events; the writer reads it once per job.
 	now func() time.Time
 
@@ -135,6 +136,9 @@ type store struct {
 	closeOnce sync.Once
 
 	errors atomic.Uint64 // failed database operations, for the metrics
+	// streamReads counts the reads of the events table for streams (see
+	// streamEvents), for the metrics.
+	streamReads atomic.Uint64
 }
 
 // openStore opens the database that db names and brings its schema up to
@@ -211,7 +215,7 @@ func newStore(ctx context.Context, d dialect, name string, writer, reader *sql.D
 		dialect: d,
 		writer:  writer,
 		reader:  reader,
-		events:  newEventSignal(),
+		events:  newEventTail(d != postgresDialect),
 		now:     time.Now,
 		jobs:    make(chan *writeJob, maxBatch),
 		quit:    make(chan struct{}),

@@ -10,8 +10,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -226,6 +224,7 @@ func (s *store) listEvents(ctx context.Context, after int64, limit int, types []
 // mark is not read (0): there is nothing to send, and the next read that
 // finds an event tells.
 func (s *store) streamEvents(ctx context.Context, after int64) (events []Event, prunedThrough int64, err error) {
+	s.streamReads.Add(1)
 	ctx, cancel := s.readContext(ctx)
 	defer cancel()
 	rows, err := s.eventStmts.stream.QueryContext(ctx, after)
@@ -276,23 +275,29 @@ const pruneChunkEvents = 1000
 // that a cursor is either before the mark (410) or finds every event after
 // it. It returns how many it deleted.
 func (s *store) pruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	type pruned struct{ through, n int64 }
 	var total int64
 	for {
-		n, err := write(ctx, s, func(tx *txn) (int64, error) {
+		p, err := write(ctx, s, func(tx *txn) (pruned, error) {
 			through, n, err := tx.prunableEvents(cutoff)
 			if err != nil || n == 0 {
-				return 0, err
+				return pruned{}, err
 			}
 			if _, err := tx.exec("prune events", tx.st.eventStmts.prune, through); err != nil {
-				return 0, err
+				return pruned{}, err
 			}
 			if _, err := tx.exec("mark pruned events", tx.st.eventStmts.markPruned, through, through); err != nil {
-				return 0, err
+				return pruned{}, err
 			}
-			return n, nil
+			return pruned{through, n}, nil
 		})
-		total += n
-		if err != nil || n < pruneChunkEvents {
+		if err == nil && p.n > 0 {
+			// A stream whose cursor is now below the mark must read the
+			// table, which tells it its events are gone.
+			s.events.pruned(p.through)
+		}
+		total += p.n
+		if err != nil || p.n < pruneChunkEvents {
 			return total, err
 		}
 	}
@@ -370,53 +375,6 @@ func (s *store) pruneTickets(ctx context.Context, now time.Time) (int64, error) 
 	return write(ctx, s, func(tx *txn) (int64, error) {
 		return tx.exec("prune tickets", tx.st.eventStmts.pruneTickets, now.UnixMilli())
 	})
-}
-
-// eventSignal wakes the streams of this process when a batch commits
-// events: each waiter takes the current channel, which is closed and
-// replaced at every commit. It also counts the events written, by type,
-// for the metrics.
-type eventSignal struct {
-	mu      sync.Mutex
-	ch      chan struct{}
-	last    atomic.Int64    // the newest event id this process committed or saw
-	written []atomic.Uint64 // by type, in the order of eventTypes
-}
-
-// newEventSignal returns a signal with nothing committed yet.
-func newEventSignal() *eventSignal {
-	return &eventSignal{ch: make(chan struct{}), written: make([]atomic.Uint64, len(eventTypes))}
-}
-
-// wait returns a channel that is closed at the next commit of events.
-func (e *eventSignal) wait() <-chan struct{} {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.ch
-}
-
-// committed records the events a batch committed and wakes the waiters.
-func (e *eventSignal) committed(events []eventWritten) {
-	for _, ev := range events {
-		if i := eventTypeIndex(ev.typ); i >= 0 {
-			e.written[i].Add(1)
-		}
-	}
-	e.wake(events[len(events)-1].id)
-}
-
-// wake wakes the waiters, telling them that the feed reaches at least last.
-func (e *eventSignal) wake(last int64) {
-	for {
-		old := e.last.Load()
-		if last <= old || e.last.CompareAndSwap(old, last) {
-			break
-		}
-	}
-	e.mu.Lock()
-	close(e.ch)
-	e.ch = make(chan struct{})
-	e.mu.Unlock()
 }
 
 // eventsChannel is the PostgreSQL notification channel on which a batch

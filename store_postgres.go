@@ -112,28 +112,29 @@ func openPostgres(ctx context.Context, dbURL string, maxConns int) (*store, erro
 	listenCtx, stop := context.WithCancel(context.Background())
 	s.stopBackground = stop
 	s.background.Go(func() { s.listenForEvents(listenCtx, cfg) })
+	s.background.Go(func() { s.fillEventTail(listenCtx) })
 	return s, nil
 }
 
-// listenForEvents wakes this replica's event streams whenever a batch of
-// any replica commits events (the batch's statement that writes them sends
-// the notification inside the batch's transaction, see insertEvents, so it
-// arrives only if the batch committed). It holds
-// one connection of its own, outside the pools, LISTENing until ctx ends;
-// when the connection fails it wakes the streams (a notification may have
-// been lost meanwhile) and connects again a second later. A notification is
-// only a wake-up: the streams read the events from the table, and also
-// poll every second, so a lost one delays an event by a second at most.
+// listenForEvents asks for a read of the events' tail (see
+// store_events_tail.go) whenever a batch of any replica commits events (the
+// batch's statement that writes them sends the notification inside the
+// batch's transaction, see insertEvents, so it arrives only if the batch
+// committed). It holds one connection of its own, outside the pools,
+// LISTENing until ctx ends; when the connection fails it asks for a read (a
+// notification may have been lost meanwhile) and connects again a second
+// later. A notification is only a wake-up: the tail is read from the table,
+// and also every second, so a lost one delays an event by a second at most.
 func (s *store) listenForEvents(ctx context.Context, cfg *pgx.ConnConfig) {
 	for ctx.Err() == nil {
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
 			if _, err = conn.Exec(ctx, "LISTEN "+eventsChannel); err == nil {
-				s.events.wake(0)
+				s.events.want()
 				for err == nil {
 					_, err = conn.WaitForNotification(ctx)
 					if err == nil {
-						s.events.wake(0)
+						s.events.want()
 					}
 				}
 			}

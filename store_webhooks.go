@@ -172,6 +172,17 @@ func patternsJSON(patterns []string) string {
 // webhookNotFound is the refusal of an id no subscription has.
 func webhookNotFound(id int64) error { return &notFoundError{what: "webhook subscription", id: id} }
 
+// webhookFilter says whether the caller may see and manage a subscription
+// that delivers the given type patterns (see mayManageWebhook); nil lets
+// every subscription through, for the dispatcher. The store applies it
+// inside the read or the transaction of each operation, so a subscription
+// is refused exactly as if it did not exist: webhookNotFound, and absent
+// from the lists.
+type webhookFilter func(patterns []string) bool
+
+// allows reports whether f lets w through.
+func (f webhookFilter) allows(w webhook) bool { return f == nil || f(w.Patterns) }
+
 // newWebhook is a validated createWebhook request.
 type newWebhook struct {
 	URL         string
@@ -205,13 +216,14 @@ func (s *store) createWebhook(ctx context.Context, nw newWebhook, secret string,
 	return o.result(err)
 }
 
-// getWebhook returns the subscription id, or a *notFoundError.
-func (s *store) getWebhook(ctx context.Context, id int64) (webhook, error) {
+// getWebhook returns the subscription id, or a *notFoundError when there is
+// none, or none that filter lets through.
+func (s *store) getWebhook(ctx context.Context, id int64, filter webhookFilter) (webhook, error) {
 	ctx, cancel := s.readContext(ctx)
 	defer cancel()
 	var w webhook
 	err := scanWebhook(s.webhookStmts.selectOne.QueryRowContext(ctx, id), &w)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !filter.allows(w)) {
 		return webhook{}, webhookNotFound(id)
 	}
 	if err != nil {
@@ -220,13 +232,36 @@ func (s *store) getWebhook(ctx context.Context, id int64) (webhook, error) {
 	return w, nil
 }
 
-// listWebhooks returns a page of subscriptions, of the given status unless
-// it is "".
-func (s *store) listWebhooks(ctx context.Context, status string, pr pageRequest) (page[webhook], error) {
-	if status == "" {
-		return queryPage(ctx, s, "list webhooks", s.webhookStmts.list, pr, scanWebhook)
+// listWebhooks returns a page of the subscriptions that filter lets
+// through, of the given status unless it is "". Those it leaves out are
+// skipped, reading on until the page is full (there are at most
+// maxWebhooks), so a page is short only at the end.
+func (s *store) listWebhooks(ctx context.Context, status string, pr pageRequest, filter webhookFilter) (page[webhook], error) {
+	var items []webhook
+	for {
+		var p page[webhook]
+		var err error
+		if status == "" {
+			p, err = queryPage(ctx, s, "list webhooks", s.webhookStmts.list, pr, scanWebhook)
+		} else {
+			p, err = queryPage(ctx, s, "list webhooks", s.webhookStmts.listBy, pr, scanWebhook, status)
+		}
+		if err != nil {
+			return page[webhook]{}, err
+		}
+		for _, w := range p.items {
+			if filter.allows(w) {
+				items = append(items, w)
+			}
+		}
+		switch {
+		case len(items) > pr.limit:
+			return page[webhook]{items: items[:pr.limit], more: true}, nil
+		case !p.more:
+			return page[webhook]{items: items}, nil
+		}
+		pr.after = p.items[len(p.items)-1].ID
 	}
-	return queryPage(ctx, s, "list webhooks", s.webhookStmts.listBy, pr, scanWebhook, status)
 }
 
 // webhookPatch is a validated merge patch of a subscription: the fields to
@@ -243,15 +278,14 @@ type webhookPatch struct {
 // first event it has not delivered, at once: the retry schedule starts
 // again, and a cursor behind the prune mark moves up to it (those events
 // are gone; see docs/webhooks.md). A new URL is tried at once too.
-func (s *store) updateWebhook(ctx context.Context, id int64, patch webhookPatch) (webhook, error) {
+func (s *store) updateWebhook(ctx context.Context, id int64, patch webhookPatch, filter webhookFilter) (webhook, error) {
 	o, err := write(ctx, s, func(tx *txn) (outcome[webhook], error) {
-		var w webhook
-		err := scanWebhook(tx.queryRow(tx.st.webhookStmts.selectOneTx, id), &w)
-		if errors.Is(err, sql.ErrNoRows) {
-			return refuse[webhook](webhookNotFound(id))
-		}
+		w, err := tx.selectWebhook(id, filter)
 		if err != nil {
-			return outcome[webhook]{}, tx.st.failed("select webhook", err)
+			return outcome[webhook]{}, err
+		}
+		if w.ID == 0 {
+			return refuse[webhook](webhookNotFound(id))
 		}
 		retryNow := false
 		if patch.URL != nil && *patch.URL != w.URL {
@@ -287,15 +321,35 @@ func (s *store) updateWebhook(ctx context.Context, id int64, patch webhookPatch)
 	return o.result(err)
 }
 
-// deleteWebhook deletes the subscription id and its delivery log.
-func (s *store) deleteWebhook(ctx context.Context, id int64) error {
+// selectWebhook reads the subscription id in the transaction, for a change
+// of it; its ID is 0 when there is none, or none that filter lets through.
+func (tx *txn) selectWebhook(id int64, filter webhookFilter) (webhook, error) {
+	var w webhook
+	err := scanWebhook(tx.queryRow(tx.st.webhookStmts.selectOneTx, id), &w)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return webhook{}, nil
+	case err != nil:
+		return webhook{}, tx.st.failed("select webhook", err)
+	case !filter.allows(w):
+		return webhook{}, nil
+	}
+	return w, nil
+}
+
+// deleteWebhook deletes the subscription id, if filter lets it through, and
+// its delivery log.
+func (s *store) deleteWebhook(ctx context.Context, id int64, filter webhookFilter) error {
 	o, err := write(ctx, s, func(tx *txn) (outcome[struct{}], error) {
-		n, err := tx.exec("delete webhook", tx.st.webhookStmts.remove, id)
+		w, err := tx.selectWebhook(id, filter)
 		if err != nil {
 			return outcome[struct{}]{}, err
 		}
-		if n == 0 {
+		if w.ID == 0 {
 			return refuse[struct{}](webhookNotFound(id))
+		}
+		if _, err := tx.exec("delete webhook", tx.st.webhookStmts.remove, id); err != nil {
+			return outcome[struct{}]{}, err
 		}
 		return outcome[struct{}]{}, nil
 	})
@@ -303,16 +357,19 @@ func (s *store) deleteWebhook(ctx context.Context, id int64) error {
 	return err
 }
 
-// rotateWebhookSecret makes secret the subscription's secret; the one it
-// replaces still signs until overlapUntil. A secret older than that one is
-// forgotten.
-func (s *store) rotateWebhookSecret(ctx context.Context, id int64, secret string, overlapUntil time.Time) (webhook, error) {
+// rotateWebhookSecret makes secret the secret of the subscription id, if
+// filter lets it through; the one it replaces still signs until
+// overlapUntil. A secret older than that one is forgotten.
+func (s *store) rotateWebhookSecret(ctx context.Context, id int64, secret string, overlapUntil time.Time, filter webhookFilter) (webhook, error) {
 	o, err := write(ctx, s, func(tx *txn) (outcome[webhook], error) {
-		var w webhook
-		err := scanWebhook(tx.queryRow(tx.st.webhookStmts.rotate, overlapUntil.UnixMilli(), secret, id), &w)
-		if errors.Is(err, sql.ErrNoRows) {
+		w, err := tx.selectWebhook(id, filter)
+		if err != nil {
+			return outcome[webhook]{}, err
+		}
+		if w.ID == 0 {
 			return refuse[webhook](webhookNotFound(id))
 		}
+		err = scanWebhook(tx.queryRow(tx.st.webhookStmts.rotate, overlapUntil.UnixMilli(), secret, id), &w)
 		if err != nil {
 			return outcome[webhook]{}, tx.st.failedWrite("rotate webhook secret", err)
 		}
@@ -350,8 +407,8 @@ func scanDelivery(row interface{ Scan(...any) error }, d *delivery) error {
 
 // listDeliveries returns a page of the delivery log of the subscription id,
 // newest first: the attempts with an id below before.
-func (s *store) listDeliveries(ctx context.Context, id, before int64, limit int) (page[delivery], error) {
-	if _, err := s.getWebhook(ctx, id); err != nil {
+func (s *store) listDeliveries(ctx context.Context, id, before int64, limit int, filter webhookFilter) (page[delivery], error) {
+	if _, err := s.getWebhook(ctx, id, filter); err != nil {
 		return page[delivery]{}, err
 	}
 	ctx, cancel := s.readContext(ctx)

@@ -246,7 +246,10 @@ func (s *store) runBatch(batch []*writeJob) (expect int) {
 		// tell it of the change.
 		s.generations.publish(changes.cache)
 		if len(changes.written) > 0 {
-			s.events.committed(changes.written)
+			for i, ev := range changes.written {
+				changes.events[i].ID = ev.id
+			}
+			s.events.committed(changes.events)
 		}
 	}
 	expect = len(batch) + len(s.jobs)

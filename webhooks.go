@@ -139,7 +139,7 @@ func handleListWebhooks(log *slog.Logger, st *store) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		p, err := st.listWebhooks(r.Context(), q.status, q.page)
+		p, err := st.listWebhooks(r.Context(), q.status, q.page, webhooksOf(r.Context()))
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -162,7 +162,7 @@ func handleGetWebhook(log *slog.Logger, st *store) http.Handler {
 		if !ok {
 			return
 		}
-		hook, err := st.getWebhook(r.Context(), id)
+		hook, err := st.getWebhook(r.Context(), id, webhooksOf(r.Context()))
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -221,7 +221,7 @@ func handleUpdateWebhook(log *slog.Logger, st *store) http.Handler {
 				return
 			}
 		}
-		hook, err := st.updateWebhook(r.Context(), id, patch)
+		hook, err := st.updateWebhook(r.Context(), id, patch, webhooksOf(r.Context()))
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -239,7 +239,7 @@ func handleDeleteWebhook(log *slog.Logger, st *store) http.Handler {
 		if !ok {
 			return
 		}
-		if err := st.deleteWebhook(r.Context(), id); err != nil {
+		if err := st.deleteWebhook(r.Context(), id, webhooksOf(r.Context())); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
@@ -257,7 +257,7 @@ func handleRotateWebhookSecret(log *slog.Logger, st *store, now func() time.Time
 		if !ok {
 			return
 		}
-		hook, err := st.rotateWebhookSecret(r.Context(), id, newWebhookSecret(), now().Add(secretOverlap))
+		hook, err := st.rotateWebhookSecret(r.Context(), id, newWebhookSecret(), now().Add(secretOverlap), webhooksOf(r.Context()))
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -280,7 +280,7 @@ func handleListWebhookDeliveries(log *slog.Logger, st *store) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		p, err := st.listDeliveries(r.Context(), id, before, limit)
+		p, err := st.listDeliveries(r.Context(), id, before, limit, webhooksOf(r.Context()))
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -376,6 +376,21 @@ func decodeWebhookURL(raw json.RawMessage, dst *string) error {
 	}
 	*dst = s
 	return nil
+}
+
+// webhooksOf is the filter of the subscriptions that the caller's key may
+// see, change, rotate, delete and read the deliveries of: those whose every
+// event type it may read (a key holding pets:read and orders:read, or *,
+// sees them all). Any other is answered as if it did not exist (404, and
+// absent from the list): otherwise a key holding only webhooks:write could
+// point another key's subscription at its own receiver and read there what
+// its scopes refuse it, or read the URL, with any token in it.
+func webhooksOf(ctx context.Context) webhookFilter {
+	return func(patterns []string) bool {
+		types, _, _ := expandEventTypes(patterns, true) // checked when stored
+		readable := readableTypes(ctx, types)
+		return readable == nil || len(readable) == len(types)
+	}
 }
 
 // readablePatterns narrows a subscription's type patterns to the event

@@ -328,7 +328,7 @@ func (d *dispatcher) deliverAll(ctx context.Context, id int64) {
 		// Taken before reading, so that a commit after the read wakes
 		// the wait below.
 		wake := d.st.events.wait()
-		w, err := d.st.getWebhook(ctx, id)
+		w, err := d.st.getWebhook(ctx, id, nil)
 		if errors.As(err, new(*notFoundError)) {
 			return
 		}
@@ -652,7 +652,7 @@ func (c backlogCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	p, err := c.d.st.listWebhooks(ctx, "", pageRequest{limit: maxWebhooks})
+	p, err := c.d.st.listWebhooks(ctx, "", pageRequest{limit: maxWebhooks}, nil)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return

@@ -458,7 +458,7 @@ func TestWebhookPauseAndResume(t *testing.T) {
 	// The delivery stops by itself and frees its lease: from then on,
 	// nothing is sent.
 	eventually(t, "the delivery stopped", func() bool {
-		w, err := ts.Store.getWebhook(t.Context(), sub.ID)
+		w, err := ts.Store.getWebhook(t.Context(), sub.ID, nil)
 		return err == nil && w.leaseOwner == ""
 	})
 	for _, name := range []string{"two", "three", "four"} {
@@ -729,7 +729,7 @@ func TestWebhookReplicasDeliverOnceInOrderAndTakeOver(t *testing.T) {
 	// The replica that holds the lease stops abruptly: its store closes
 	// under it, so it can neither record nor release anything, and the
 	// other must wait for the lease to expire.
-	w, err := rs[0].Store.getWebhook(t.Context(), sub.ID)
+	w, err := rs[0].Store.getWebhook(t.Context(), sub.ID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -748,7 +748,7 @@ func TestWebhookReplicasDeliverOnceInOrderAndTakeOver(t *testing.T) {
 		if diff := cmp.Diff(feedIDs(other), uniqueIDs(rc.ids())); diff != "" {
 			t.Errorf("webhook-ids, each first time, mismatch (-feed +received):\n%s", diff)
 		}
-		w, err := other.Store.getWebhook(t.Context(), sub.ID)
+		w, err := other.Store.getWebhook(t.Context(), sub.ID, nil)
 		if err != nil || w.leaseOwner != dispatchers[1-holder].owner {
 			t.Errorf("lease owner %q (%v), want the surviving replica's", w.leaseOwner, err)
 		}

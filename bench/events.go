@@ -36,7 +36,12 @@ type eventsOptions struct {
 	clients  int
 	keep     bool
 	postgres bool
+	idle     []int // numbers of idle streams to measure creates with; nil: the stream rounds instead
 }
+
+// idleRound is what one round of idle streams measured: creates/s with
+// each number of idle streams open, in the order of eventsOptions.idle.
+type idleRound []float64
 
 // eventsRound is what one round measured.
 type eventsRound struct {
@@ -56,8 +61,18 @@ func runEventsBench(ctx context.Context, args []string, stdout io.Writer) error 
 	fs.IntVar(&o.clients, "c", 16, "concurrent creating clients")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory")
 	fs.BoolVar(&o.postgres, "postgres", false, "run on a throwaway PostgreSQL cluster with two replicas (creates on one, the stream on the other) instead of SQLite")
+	idle := fs.String("idle", "", "instead of the stream rounds, measure creates with these numbers of idle streams open on the replica that writes (comma-separated, e.g. 0,10,100; the first is the baseline)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *idle != "" {
+		for f := range strings.SplitSeq(*idle, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 0 {
+				return fmt.Errorf("-idle: %q is not a number of streams", f)
+			}
+			o.idle = append(o.idle, n)
+		}
 	}
 	if o.rounds < 1 || o.clients < 1 || o.duration <= 0 {
 		return errors.New("-rounds, -c and -duration must be positive")
@@ -79,11 +94,17 @@ func runEventsBench(ctx context.Context, args []string, stdout io.Writer) error 
 		return err
 	}
 
+	// Room for every idle stream of a round and those of the round before,
+	// which the service may not have closed yet.
+	serviceEnv = append(serviceEnv, "PETSTORE_EVENTS_MAX_STREAMS=1000")
 	writeURL, streamURL, stop, backend, err := startEventsTargets(ctx, o, dir, bin)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	if o.idle != nil {
+		return runIdleRounds(ctx, o, writeURL, backend, stdout)
+	}
 
 	var rounds []eventsRound
 	for i := range o.rounds {
@@ -348,4 +369,99 @@ func printEventsReport(w io.Writer, o eventsOptions, backend string, rounds []ev
 		med(func(r eventsRound) float64 { return r.createsAlone }), med(func(r eventsRound) float64 { return r.createsStream }),
 		med(func(r eventsRound) float64 { return r.createsStream / r.createsAlone }), med(func(r eventsRound) float64 { return r.eventsPerSec }),
 		percentile(all, 50), percentile(all, 99), missing)
+}
+
+// idleStreamsType is the filter of an idle stream: the orders' events, of
+// which the load (creates of pets) makes none. Such a stream sends nothing
+// but its keep-alives, yet is woken by every commit, as the streams of a
+// dashboard that waits for a rare event are.
+const idleStreamsType = "order.*"
+
+// runIdleRounds measures creates with each number of idle streams of
+// o.idle open on the replica that writes, each round in the order given,
+// and prints the medians of each number's ratio to the first's of the same
+// round.
+func runIdleRounds(ctx context.Context, o eventsOptions, writeURL, backend string, stdout io.Writer) error {
+	client := &http.Client{Transport: &http.Transport{}} // a connection per stream
+	defer client.CloseIdleConnections()
+	var rounds []idleRound
+	for i := range o.rounds {
+		var r idleRound
+		for _, n := range o.idle {
+			rate, err := createsWithIdleStreams(ctx, client, o, writeURL, n, fmt.Sprintf("r%di%d", i, n))
+			if err != nil {
+				return err
+			}
+			r = append(r, rate)
+		}
+		rounds = append(rounds, r)
+		fmt.Fprintf(stdout, "round %d:", i+1)
+		for j, n := range o.idle {
+			fmt.Fprintf(stdout, " %d idle %.0f/s (%.3f)", n, r[j], r[j]/r[0])
+		}
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintf(stdout, "\n%s, %d creating clients, %d rounds of %v, idle streams (type=%s) on the writing replica (medians):\n\n", backend, o.clients, len(rounds), o.duration, idleStreamsType)
+	fmt.Fprintln(stdout, "| idle streams | creates/s | ratio to the first |")
+	fmt.Fprintln(stdout, "|---|---|---|")
+	for j, n := range o.idle {
+		var rates, ratios []float64
+		for _, r := range rounds {
+			rates, ratios = append(rates, r[j]), append(ratios, r[j]/r[0])
+		}
+		slices.Sort(rates)
+		slices.Sort(ratios)
+		fmt.Fprintf(stdout, "| %d | %.0f | %.3f |\n", n, rates[len(rates)/2], ratios[len(ratios)/2])
+	}
+	return nil
+}
+
+// createsWithIdleStreams opens n idle streams on url, runs the creating load
+// and returns its creates/s, then closes the streams.
+func createsWithIdleStreams(ctx context.Context, client *http.Client, o eventsOptions, url string, n int, prefix string) (float64, error) {
+	streamsCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var ended []<-chan error
+	for range n {
+		done, err := openIdleStream(streamsCtx, client, url)
+		if err != nil {
+			return 0, err
+		}
+		ended = append(ended, done)
+	}
+	created, _, err := createFor(ctx, o, url, prefix)
+	cancel()
+	for _, done := range ended {
+		<-done
+	}
+	if err != nil {
+		return 0, err
+	}
+	return float64(created) / o.duration.Seconds(), nil
+}
+
+// openIdleStream opens a stream of idleStreamsType from the feed's end and
+// reads it, dropping what comes, until ctx ends.
+func openIdleStream(ctx context.Context, client *http.Client, url string) (<-chan error, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url+"/v1/events?type="+idleStreamsType, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchKey)
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		res.Body.Close()
+		return nil, fmt.Errorf("open an idle stream: status %d", res.StatusCode)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer res.Body.Close()
+		_, err := io.Copy(io.Discard, res.Body)
+		done <- err
+	}()
+	return done, nil
 }

@@ -1402,7 +1402,7 @@ type ClientInterface interface {
 
 	// CreateEventTicket Get a ticket for one stream
 	//
-	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header and with `Accept: text/event-stream` opens one stream with the rights of the key that asked for it (a ticket on a request for a page is 400 and stays unused), and the stream ends when that key expires or is removed. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
 	//
 	// Needs a key with the scope `events:read`.
 	//
@@ -1759,7 +1759,7 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 
 // CreateEventTicket Get a ticket for one stream
 //
-// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header and with `Accept: text/event-stream` opens one stream with the rights of the key that asked for it (a ticket on a request for a page is 400 and stays unused), and the stream ends when that key expires or is removed. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
 //
 // Needs a key with the scope `events:read`.
 //
@@ -3540,7 +3540,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateEventTicketWithResponse Get a ticket for one stream
 	//
-	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header and with `Accept: text/event-stream` opens one stream with the rights of the key that asked for it (a ticket on a request for a page is 400 and stays unused), and the stream ends when that key expires or is removed. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
 	//
 	// Needs a key with the scope `events:read`.
 	//
@@ -7626,7 +7626,7 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 
 // CreateEventTicketWithResponse Get a ticket for one stream
 //
-// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header opens one stream (or reads one page) with the rights of the key that asked for it. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
+// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history. A ticket stands in for the key once: `GET /v1/events?ticket=...` with no Authorization header and with `Accept: text/event-stream` opens one stream with the rights of the key that asked for it (a ticket on a request for a page is 400 and stays unused), and the stream ends when that key expires or is removed. It is random, valid for 60 s, and single use: used, expired or unknown, it is 401. The service keeps only its digest and never logs it (the access log shows the path without it). The request takes no body.
 //
 // Needs a key with the scope `events:read`.
 //
