@@ -155,7 +155,7 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.webhooks.giveUp, "webhook-give-up", defaultWebhookGiveUp, "how long after its first failure an event is retried before its subscription becomes failing")
 	fs.DurationVar(&cfg.webhooks.timeout, "webhook-timeout", defaultWebhookTimeout, "time a webhook receiver has to answer a delivery; slower is a failure")
 	fs.DurationVar(&cfg.webhooks.leaseTTL, "webhook-lease", defaultWebhookLease, "how long a replica holds a webhook subscription without renewing its lease; another replica takes over within this plus 1s of its death")
-	fs.BoolVar(&cfg.webhooks.allowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (local development and tests only)")
+	fs.BoolVar(&cfg.webhooks.allowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses and the machine's own (local development and tests only); never 0.0.0.0, :: nor the service's own listeners")
 	fs.StringVar(&cfg.pprofAddr, "pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this loopback address, host:port, apart from the API and without a key; empty: off")
 	fs.Usage = func() { usage(fs) }
 	return fs

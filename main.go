@@ -179,8 +179,13 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 
 	m := newMetrics(st)
 	// Webhooks are delivered until the service stops, and waited for
-	// before the deferred st.Close.
-	hooks := newDispatcher(log, st, cfg.webhooks, ln.Addr(), time.Now)
+	// before the deferred st.Close. They never reach a listener of this
+	// process, the profiles' one included (it answers without a key).
+	own := []net.Addr{ln.Addr()}
+	if profiles != nil {
+		own = append(own, profiles.Addr())
+	}
+	hooks := newDispatcher(log, st, cfg.webhooks, own, time.Now)
 	m.registry.MustRegister(hooks.collectors()...)
 	hooksCtx, stopHooks := context.WithCancel(ctx)
 	var delivering sync.WaitGroup

@@ -149,9 +149,9 @@ type dispatcher struct {
 	inFlight   atomic.Int64
 }
 
-// newDispatcher returns the dispatcher of st for a service listening on own
-// (which deliveries may never reach).
-func newDispatcher(log *slog.Logger, st *store, cfg webhookConfig, own net.Addr, now func() time.Time) *dispatcher {
+// newDispatcher returns the dispatcher of st for a service listening on own,
+// each of its listeners (which deliveries may never reach).
+func newDispatcher(log *slog.Logger, st *store, cfg webhookConfig, own []net.Addr, now func() time.Time) *dispatcher {
 	guard := newAddressGuard(cfg.allowPrivate, own)
 	dialer := &net.Dialer{Timeout: cfg.timeout, KeepAlive: 30 * time.Second, Control: guard.control}
 	transport := &http.Transport{

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func startDispatcher(t testing.TB, ts *testServer, cfg webhookConfig) (*dispatch
 	t.Helper()
 	u, _ := url.Parse(ts.URL)
 	own, _ := net.ResolveTCPAddr("tcp", u.Host)
-	d := newDispatcher(slogTo(ts.Log), ts.Store, cfg, own, time.Now)
+	d := newDispatcher(slogTo(ts.Log), ts.Store, cfg, []net.Addr{own}, time.Now)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); d.run(ctx) }()
@@ -602,51 +603,137 @@ func TestWebhookRefusesAddressesOfTheMachine(t *testing.T) {
 
 func TestAddressGuardRefusesEveryRangeWithoutConnecting(t *testing.T) {
 	// The guard is called as the dialer calls it, with a fake network
-	// address and no socket: nothing is ever sent to these addresses.
-	guard := newAddressGuard(false, nil)
+	// address and no socket: nothing is ever sent to these addresses. The
+	// service listens on every address on 8443 and on 127.0.0.1:8080; the
+	// machine's interfaces hold loopback, a private address and a public
+	// one (a VM's), given by the test, not read from this machine.
+	ownListeners := []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:8443"), netip.MustParseAddrPort("127.0.0.1:8080")}
+	machine := []netip.Addr{
+		netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1"), netip.MustParseAddr("10.0.0.7"),
+		netip.MustParseAddr("80.1.2.3"), netip.MustParseAddr("2a01:4f8::7"), netip.MustParseAddr("fe80::1"),
+	}
+	guardOf := func(allowPrivate bool) addressGuard {
+		return addressGuard{allowPrivate: allowPrivate, own: ownListeners, machineAddrs: func() ([]netip.Addr, error) { return machine, nil }}
+	}
 	for _, c := range []struct {
 		rule, address string
+		allowPrivate  bool
 		refused       bool
 	}{
-		{"10/8 is private", "10.1.2.3:80", true},
-		{"172.16/12 is private", "172.16.0.1:443", true},
-		{"172.31 is the end of 172.16/12", "172.31.255.254:80", true},
-		{"172.32 is outside 172.16/12", "172.32.0.1:80", false},
-		{"192.168/16 is private", "192.168.1.1:80", true},
-		{"169.254/16 is link-local (cloud metadata)", "169.254.169.254:80", true},
-		{"fc00::/7 is private", "[fd12:3456::1]:80", true},
-		{"fe80::/10 is link-local", "[fe80::1]:80", true},
-		{"IPv4 multicast", "224.0.0.1:80", true},
-		{"IPv6 multicast", "[ff02::1]:80", true},
-		{"IPv4 unspecified", "0.0.0.0:80", true},
-		{"IPv6 unspecified", "[::]:80", true},
-		{"loopback", "127.0.0.1:80", true},
-		{"IPv6 loopback", "[::1]:80", true},
-		{"an IPv4-mapped private address", "[::ffff:10.0.0.1]:80", true},
-		{"carrier-grade NAT", "100.64.0.1:80", true},
-		{"broadcast", "255.255.255.255:80", true},
-		{"a documentation address, which the API document's examples use", "192.0.2.10:443", true},
-		{"a public IPv4 address", "93.184.216.34:443", false},
-		{"a public IPv6 address", "[2606:2800:220:1:248:1893:25c8:1946]:443", false},
+		{"10/8 is private", "10.1.2.3:80", false, true},
+		{"172.16/12 is private", "172.16.0.1:443", false, true},
+		{"172.31 is the end of 172.16/12", "172.31.255.254:80", false, true},
+		{"172.32 is outside 172.16/12", "172.32.0.1:80", false, false},
+		{"192.168/16 is private", "192.168.1.1:80", false, true},
+		{"169.254/16 is link-local (cloud metadata)", "169.254.169.254:80", false, true},
+		{"fc00::/7 is private", "[fd12:3456::1]:80", false, true},
+		{"fe80::/10 is link-local", "[fe80::1]:80", false, true},
+		{"IPv4 multicast", "224.0.0.1:80", false, true},
+		{"IPv6 multicast", "[ff02::1]:80", false, true},
+		{"IPv4 unspecified", "0.0.0.0:80", false, true},
+		{"IPv6 unspecified", "[::]:80", false, true},
+		{"loopback", "127.0.0.1:80", false, true},
+		{"IPv6 loopback", "[::1]:80", false, true},
+		{"an IPv4-mapped private address", "[::ffff:10.0.0.1]:80", false, true},
+		{"carrier-grade NAT", "100.64.0.1:80", false, true},
+		{"broadcast", "255.255.255.255:80", false, true},
+		{"a documentation address, which the API document's examples use", "192.0.2.10:443", false, true},
+		{"a public IPv4 address", "93.184.216.34:443", false, false},
+		{"a public IPv6 address", "[2606:2800:220:1:248:1893:25c8:1946]:443", false, false},
+
+		{"NAT64 of 169.254.169.254 is judged as the metadata service", "[64:ff9b::169.254.169.254]:80", false, true},
+		{"NAT64 of 10.0.0.1 is judged as private", "[64:ff9b::10.0.0.1]:80", false, true},
+		{"NAT64 of 127.0.0.1 is judged as loopback", "[64:ff9b::127.0.0.1]:80", false, true},
+		{"NAT64 of a public address is public", "[64:ff9b::93.184.216.34]:443", false, false},
+		{"NAT64 of the machine's public address is the machine", "[64:ff9b::80.1.2.3]:443", false, true},
+		{"local-use NAT64 is refused whole", "[64:ff9b:1::93.184.216.34]:443", false, true},
+		{"6to4 of 192.168.1.1 is judged as private", "[2002:c0a8:101::1]:80", false, true},
+		{"6to4 of a public address is public", "[2002:5db8:d822::1]:443", false, false},
+		{"IPv4-compatible ::10.0.0.1 is judged as private", "[::10.0.0.1]:80", false, true},
+		{"IPv4-compatible of a public address is refused: deprecated, no host has one", "[::93.184.216.34]:443", false, true},
+		{"SIIT's ::ffff:0:a.b.c.d is outside 2000::/3", "[::ffff:0:10.0.0.1]:80", false, true},
+		{"fec0::/10 is site-local", "[fec0::1]:80", false, true},
+		{"Teredo is refused whole: it hides the address it leads to", "[2001:0:4136:e378:8000:63bf:3fff:fdd2]:443", false, true},
+		{"discard-only 100::/64", "[100::1]:80", false, true},
+		{"benchmarking 2001:2::/48", "[2001:2::1]:80", false, true},
+		{"ORCHID 2001:10::/28", "[2001:10::1]:80", false, true},
+		{"ORCHIDv2 2001:20::/28", "[2001:20::1]:80", false, true},
+		{"the rest of 2001::/23 (anycast services, AMT, AS112)", "[2001:1::1]:443", false, true},
+		{"documentation 3fff::/20", "[3fff::1]:443", false, true},
+		{"SRv6 segment identifiers 5f00::/16", "[5f00::1]:443", false, true},
+		{"IPv6 outside 2000::/3 is not global unicast", "[4000::1]:443", false, true},
+
+		{"a machine address on another port than the service's is refused", "80.1.2.3:443", false, true},
+		{"a machine IPv6 address on another port than the service's is refused", "[2a01:4f8::7]:22", false, true},
+		{"allow-private allows a machine address on another port", "80.1.2.3:443", true, false},
+		{"allow-private allows a private machine address on another port", "10.0.0.7:5432", true, false},
+		{"a machine address on the own port is the own listener, allow-private or not", "80.1.2.3:8443", true, true},
+		{"0.0.0.0 on the own port", "0.0.0.0:8443", false, true},
+		{"0.0.0.0 on the own port with allow-private", "0.0.0.0:8443", true, true},
+		{"0.0.0.0 on another port with allow-private", "0.0.0.0:9000", true, true},
+		{":: on the own port", "[::]:8443", false, true},
+		{":: on the own port with allow-private", "[::]:8443", true, true},
+		{":: on another port with allow-private", "[::]:9000", true, true},
+		{"0.0.0.0 on the port of the listener on 127.0.0.1, with allow-private (the review's case)", "0.0.0.0:8080", true, true},
+		{":: on the port of the listener on 127.0.0.1, with allow-private", "[::]:8080", true, true},
+		{"::ffff:0.0.0.0 is 0.0.0.0, with allow-private", "[::ffff:0.0.0.0]:9000", true, true},
+		{"NAT64 of 0.0.0.0 is judged as 0.0.0.0, with allow-private", "[64:ff9b::]:9000", true, true},
+		{"the own listener on loopback, with allow-private", "127.0.0.1:8443", true, true},
+		{"the own listener on IPv6 loopback, with allow-private", "[::1]:8443", true, true},
+		{"the second own listener, with allow-private", "127.0.0.1:8080", true, true},
+		{"the second own listener, IPv4-mapped, with allow-private", "[::ffff:127.0.0.1]:8080", true, true},
+		{"the own listener through NAT64 of loopback, with allow-private", "[64:ff9b::127.0.0.1]:8443", true, true},
+		{"allow-private allows another loopback port", "127.0.0.1:9000", true, false},
+		{"allow-private allows the metadata service through NAT64 as it allows it", "[64:ff9b::169.254.169.254]:80", true, false},
 	} {
 		t.Run(c.rule, func(t *testing.T) {
-			err := guard.control("tcp", c.address, nil)
+			err := guardOf(c.allowPrivate).control("tcp", c.address, nil)
 			if (err != nil) != c.refused {
-				t.Errorf("control(%s) = %v, want refused %v", c.address, err, c.refused)
+				t.Errorf("control(%s) with allow-private %v = %v, want refused %v", c.address, c.allowPrivate, err, c.refused)
 			}
 		})
 	}
-	t.Run("the allow switch allows private ranges but not the own listener", func(t *testing.T) {
-		own := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
+	t.Run("an embedded address is named in the refusal", func(t *testing.T) {
+		err := guardOf(false).check(netip.MustParseAddr("64:ff9b::a9fe:a9fe"), 80)
+		want := "refused to connect to 64:ff9b::a9fe:a9fe: a NAT64 address (64:ff9b::/96) of 169.254.169.254, a link-local address (169.254.0.0/16 or fe80::/10, cloud metadata services included); webhooks reach only public addresses unless -webhook-allow-private is set"
+		if err == nil || err.Error() != want {
+			t.Errorf("check = %v, want %s", err, want)
+		}
+	})
+	t.Run("the machine's addresses are looked up at each check", func(t *testing.T) {
+		// An address the machine gets while the service runs (DHCP) is
+		// refused from then on.
+		var now []netip.Addr
+		g := addressGuard{machineAddrs: func() ([]netip.Addr, error) { return now, nil }}
+		addr := netip.MustParseAddr("80.1.2.3")
+		if err := g.check(addr, 443); err != nil {
+			t.Errorf("before the machine has the address: %v", err)
+		}
+		now = []netip.Addr{addr}
+		if err := g.check(addr, 443); err == nil {
+			t.Errorf("once the machine has the address, it is allowed")
+		}
+	})
+	t.Run("a failed lookup of the machine's addresses refuses", func(t *testing.T) {
+		g := addressGuard{machineAddrs: func() ([]netip.Addr, error) { return nil, fmt.Errorf("netlink: %w", syscall.ENOBUFS) }}
+		if err := g.check(netip.MustParseAddr("93.184.216.34"), 443); err == nil || !strings.Contains(err.Error(), "could not list this machine's own addresses") {
+			t.Errorf("check = %v, want a refusal that says the lookup failed", err)
+		}
+	})
+	t.Run("newAddressGuard holds every listener it is given", func(t *testing.T) {
+		own := []net.Addr{&net.TCPAddr{IP: net.IPv4zero, Port: 8443}, &net.TCPAddr{IP: net.IPv6loopback, Port: 8080}}
 		g := newAddressGuard(true, own)
+		if diff := cmp.Diff([]netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:8443"), netip.MustParseAddrPort("[::1]:8080")}, g.own, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
+			t.Errorf("own listeners mismatch (-want +got):\n%s", diff)
+		}
 		if err := g.control("tcp4", "10.1.2.3:80", nil); err != nil {
 			t.Errorf("10.1.2.3 refused with the switch on: %v", err)
 		}
-		if err := g.control("tcp4", "127.0.0.1:8080", nil); err == nil {
-			t.Errorf("the own listener (0.0.0.0:8080) reached on 127.0.0.1:8080")
+		if err := g.control("tcp4", "127.0.0.1:8443", nil); err == nil {
+			t.Errorf("the own listener (0.0.0.0:8443) reached on 127.0.0.1:8443")
 		}
-		if err := g.check(netip.MustParseAddr("127.0.0.1"), 8081); err != nil {
-			t.Errorf("another port of loopback refused with the switch on: %v", err)
+		if err := g.control("tcp6", "[::1]:8080", nil); err == nil {
+			t.Errorf("the second own listener ([::1]:8080) reached")
 		}
 	})
 }
@@ -1037,4 +1124,30 @@ func TestWebhookVerificationExampleIsTheDocs(t *testing.T) {
 			t.Errorf("verify of the delivery, then of a changed body, mismatch (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestWebhooksNeverReachTheProfilesListener: the profiles' listener
+// (-pprof-addr) answers without a key, so it is one of the service's own
+// listeners that a delivery never reaches, even with -webhook-allow-private
+// (which lets deliveries reach other loopback ports).
+func TestWebhooksNeverReachTheProfilesListener(t *testing.T) {
+	lines, _ := runLines(t, map[string]string{"PETSTORE_PPROF_ADDR": "127.0.0.1:0", "PETSTORE_WEBHOOK_ALLOW_PRIVATE": "1"}, 3)
+	api := strings.TrimPrefix(lines[0], "petstore listening on ")
+	profiles := strings.TrimPrefix(lines[2], "petstore profiles on ")
+	res := doRequest(t, api, "POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q}`, profiles), nil)
+	if res.Status != http.StatusCreated {
+		t.Fatalf("POST /v1/webhooks: status %d, body %s", res.Status, res.Body)
+	}
+	sub := decode[webhookJSON](t, res)
+	if res := doRequest(t, api, "POST", "/v1/pets", `{"name": "Rex", "categoryId": 1}`, nil); res.Status != http.StatusCreated {
+		t.Fatalf("POST /v1/pets: status %d, body %s", res.Status, res.Body)
+	}
+	var attempts []deliveryJSON
+	eventually(t, "an attempt recorded", func() bool {
+		attempts = listAll[deliveryJSON](t, api, fmt.Sprintf("/v1/webhooks/%d/deliveries", sub.ID), nil, nil)
+		return len(attempts) >= 1
+	})
+	if d := attempts[len(attempts)-1]; d.StatusCode != nil || d.Error == nil || !strings.Contains(*d.Error, "own listener") {
+		t.Errorf("first attempt = %+v, want refused as the service's own listener", d)
+	}
 }
