@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // keyEntry is one accepted API key. Only its SHA-256 digest is kept:
@@ -432,17 +434,37 @@ func validLabel(s string) bool {
 	return len(s) >= 1 && len(s) <= 64 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == ""
 }
 
+// checkLabel says why label cannot be the label of a key file line, or
+// returns nil: it is not a valid label (see validLabel), or it holds a
+// digest's run of hex digits, as in "sha256 HEX", where a space in place of
+// the colon would make the first word, six letters, a key, and the digest
+// a label in every log line.
+func checkLabel(label string) error {
+	if !validLabel(label) {
+		return errors.New("a label is 1 to 64 letters, digits, '.', '_' or '-'")
+	}
+	if holdsHexDigest(label) {
+		return fmt.Errorf("a label holds no run of %d or more hex digits, as a digest does; a digest goes first, written sha256:HEX without a space (petstore hash-key prints the line)", minDigestHex)
+	}
+	return nil
+}
+
 // parseKeyFile reads one entry per line: a key, or "sha256:" and the hex
 // digest of a key, then optionally a label, then optionally the attributes
 // scopes=LIST (comma-separated scopes; without it, every scope) and
 // expires=DATE (a date, meaning its first instant in UTC, or an RFC 3339
 // time), each at most once. Blank lines and everything from a '#' that
-// starts a word are ignored. Errors name the line but never repeat its
+// starts a word are ignored. A line that holds a character no one sees (see
+// invisibleChar) is refused, comments included: what the file shows must be
+// what the service reads. Errors name the line but never repeat its
 // content, which may be a key. secret keys the entries' ids.
 func parseKeyFile(r io.Reader, secret []byte) ([]keyEntry, error) {
 	var entries []keyEntry
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
+		if err := checkVisible(sc.Text()); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
 		fields := strings.Fields(sc.Text())
 		for i, f := range fields {
 			if strings.HasPrefix(f, "#") {
@@ -466,6 +488,102 @@ func parseKeyFile(r io.Reader, secret []byte) ([]keyEntry, error) {
 	return entries, nil
 }
 
+// checkVisible refuses a key file line that holds a character no one sees
+// (see invisibleChar). Such a character changes what the service reads
+// without changing what the operator sees: a byte order mark before
+// "sha256:" makes the digest's text a key of its own, and a zero-width
+// space in a key makes another key. The error names the kind of character
+// and its code point, never the text around it.
+func checkVisible(line string) error {
+	for i, r := range line {
+		kind := invisibleChar(r, line[i:])
+		switch {
+		case kind == "":
+		case r == '\uFEFF' && i == 0:
+			return errors.New("starts with a byte order mark (U+FEFF), which some editors put at the start of a file; save the file as UTF-8 without a byte order mark")
+		case r == utf8.RuneError:
+			return fmt.Errorf("holds %s; save the file as UTF-8", kind)
+		default:
+			return fmt.Errorf("holds %s (U+%04X), which cannot be seen; a line holds only visible characters, spaces and tabs: retype it (an editor, a web page or a chat may have added the character)", kind, r)
+		}
+	}
+	return nil
+}
+
+// invisibleChar names the kind of r, the character at the start of rest,
+// when a key file may not hold it because it cannot be seen or is not text:
+// a byte that is not UTF-8, a control character but the tab, a format
+// character (Unicode category Cf: the byte order mark U+FEFF, the zero-width
+// space U+200B, the word joiner U+2060, the bidirectional controls), a space
+// but the ASCII one (U+00A0, U+2002, U+3000...), a line or paragraph
+// separator, or another character Unicode says to draw as nothing (a
+// variation selector, the Hangul filler U+3164). It returns "" for any other
+// character. No key made by openssl rand, base64 or petstore keys new holds
+// one of these, and a key that did could not be told by eye from the same
+// key without it.
+func invisibleChar(r rune, rest string) string {
+	switch {
+	case r == ' ' || r == '\t':
+		return ""
+	case r == utf8.RuneError:
+		if _, size := utf8.DecodeRuneInString(rest); size == 1 {
+			return "bytes that are not UTF-8"
+		}
+		return "" // U+FFFD itself, written out, is seen
+	case r == '\uFEFF':
+		return "a byte order mark"
+	case unicode.IsControl(r):
+		return "a control character"
+	case unicode.Is(unicode.Cf, r):
+		return "an invisible format character"
+	case unicode.Is(unicode.Zs, r):
+		return "a space other than the ASCII space"
+	case unicode.In(r, unicode.Zl, unicode.Zp):
+		return "a line or paragraph separator"
+	case unicode.In(r, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point):
+		return "an invisible character"
+	}
+	return ""
+}
+
+// minDigestHex is the number of hex digits of the shortest digest in common
+// use (MD5's 32): a word that holds a colon and then at least as many reads
+// as a digest, whatever the algorithm and the case of its name.
+const minDigestHex = 32
+
+// hexRun is the number of hex digits at the start of s.
+func hexRun(s string) int {
+	n := 0
+	for n < len(s) && strings.IndexByte("0123456789abcdefABCDEF", s[n]) >= 0 {
+		n++
+	}
+	return n
+}
+
+// readsAsDigest reports whether word holds a colon followed by at least
+// minDigestHex hex digits: SHA256:HEX, sha-256:HEX, sha512:HEX, and a
+// digest in quotes all do. Keys made by openssl rand, base64 or petstore
+// keys new never hold a colon.
+func readsAsDigest(word string) bool {
+	for i := range len(word) {
+		if word[i] == ':' && hexRun(word[i+1:]) >= minDigestHex {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsHexDigest reports whether s holds a run of at least minDigestHex
+// hex digits anywhere.
+func holdsHexDigest(s string) bool {
+	for i := range len(s) {
+		if hexRun(s[i:]) >= minDigestHex {
+			return true
+		}
+	}
+	return false
+}
+
 // keyLineForm is the form of a key file line, for the errors that say a
 // line does not have it.
 const keyLineForm = "KEY or sha256:HEX, then an optional label, then optional attributes scopes=LIST and expires=DATE"
@@ -477,18 +595,26 @@ func parseKeyLine(fields []string, secret []byte) (keyEntry, error) {
 	label := ""
 	if len(rest) > 0 && !strings.Contains(rest[0], "=") {
 		label, rest = rest[0], rest[1:]
-		if !validLabel(label) {
-			return keyEntry{}, errors.New("a label is 1 to 64 letters, digits, '.', '_' or '-'")
+		if err := checkLabel(label); err != nil {
+			return keyEntry{}, err
 		}
 	}
 	digest := sha256.Sum256([]byte(key))
 	short := len(key) < minKeyLen
+	// A digest written in any other way than sha256:HEX would be taken
+	// as a key: its own text, which a key file that holds only digests
+	// may show to every local user, would be accepted, and the key it
+	// stood for refused.
 	if hexDigest, ok := strings.CutPrefix(key, "sha256:"); ok {
 		b, err := hex.DecodeString(hexDigest)
 		if err != nil || len(b) != sha256.Size {
 			return keyEntry{}, errors.New("after sha256: come the 64 hex digits of the key's SHA-256 digest (see petstore hash-key)")
 		}
 		digest, short = [sha256.Size]byte(b), false
+	} else if readsAsDigest(key) {
+		return keyEntry{}, fmt.Errorf("the first word reads as a digest (a colon, then %d or more hex digits), but only sha256: in lower case then 64 hex digits is read as one, so it would be taken as a key itself; write the digest as sha256:HEX (petstore hash-key prints the line), and list a key of this form by its digest", minDigestHex)
+	} else if len(key) == 2*sha256.Size && hexRun(key) == len(key) {
+		return keyEntry{}, errors.New("the first word is 64 hex digits, as a SHA-256 digest is, without sha256: before it, so it would be taken as a key itself; for a digest, write sha256: before it; for a key of 64 hex digits, list its digest instead (printf %s \"$KEY\" | petstore hash-key)")
 	} else if strings.HasPrefix(key, pskPrefix) && !validPSK(key) {
 		// Such a key could never be accepted (see requireKey): it was
 		// mistyped or cut when it was copied.
@@ -528,17 +654,32 @@ func parseKeyLine(fields []string, secret []byte) (keyEntry, error) {
 	return e, nil
 }
 
+// earliestExpiryYear is the first year an expiry may fall in. An earlier
+// one is a placeholder or a slip, never a plan: 0001-01-01 is Go's zero time,
+// which the service reads as "never expires", and 1970-01-01 the Unix epoch.
+const earliestExpiryYear = 2000
+
+// errExpiryTooEarly is parseExpiry's answer to an expiry before
+// earliestExpiryYear, which petstore keys new also gives.
+var errExpiryTooEarly = fmt.Errorf("an expiry before %d-01-01 is no expiry (0001-01-01 is the zero time, 1970-01-01 the Unix epoch); for a key that never expires, give no expiry", earliestExpiryYear)
+
 // parseExpiry reads the value of expires=: a date (2027-03-01), which means
 // the first instant of that day in UTC, so that the key is not accepted on
 // that day; or an RFC 3339 time (2027-03-01T12:00:00Z), converted to UTC.
+// An instant before earliestExpiryYear (UTC) is refused: the zero time
+// would otherwise mean that the key never expires.
 func parseExpiry(value string) (time.Time, error) {
-	if t, err := time.Parse(time.DateOnly, value); err == nil {
-		return t, nil
+	t, err := time.Parse(time.DateOnly, value)
+	if err != nil {
+		if t, err = time.Parse(time.RFC3339, value); err != nil {
+			return time.Time{}, errors.New("expires= takes a date (2027-03-01, UTC) or an RFC 3339 time (2027-03-01T12:00:00Z)")
+		}
+		t = t.UTC()
 	}
-	if t, err := time.Parse(time.RFC3339, value); err == nil {
-		return t.UTC(), nil
+	if t.Year() < earliestExpiryYear {
+		return time.Time{}, errExpiryTooEarly
 	}
-	return time.Time{}, errors.New("expires= takes a date (2027-03-01, UTC) or an RFC 3339 time (2027-03-01T12:00:00Z)")
+	return t, nil
 }
 
 // hashKey is `petstore hash-key`: it reads a key from in (one line) and

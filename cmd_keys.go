@@ -53,8 +53,11 @@ func runKeysNew(args []string, now time.Time, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return &configError{"keys new", fmt.Sprintf("unexpected %q; all settings are flags (see -h)", fs.Arg(0))}
 	}
-	if *label != "" && !validLabel(*label) {
-		return &configError{"-label", "a label is 1 to 64 letters, digits, '.', '_' or '-'"}
+	if *label != "" {
+		// What the service would refuse in the key file.
+		if err := checkLabel(*label); err != nil {
+			return &configError{"-label", err.Error()}
+		}
 	}
 	set, err := parseScopes(*scopes)
 	if err != nil {
@@ -84,7 +87,9 @@ func runKeysNew(args []string, now time.Time, stdout, stderr io.Writer) error {
 }
 
 // parseKeyExpiry reads -expires: a number of days from now ("90d"), or what
-// expires= takes. A time already past is refused.
+// expires= takes, with parseExpiry, so that keys new refuses what the key
+// file would (an expiry before earliestExpiryYear). A time already past is
+// refused.
 func parseKeyExpiry(value string, now time.Time) (time.Time, error) {
 	var t time.Time
 	if days, ok := strings.CutSuffix(value, "d"); ok {
@@ -95,7 +100,9 @@ func parseKeyExpiry(value string, now time.Time) (time.Time, error) {
 		t = now.UTC().Add(time.Duration(n) * 24 * time.Hour).Truncate(time.Second)
 	} else {
 		var err error
-		if t, err = parseExpiry(value); err != nil {
+		if t, err = parseExpiry(value); errors.Is(err, errExpiryTooEarly) {
+			return t, err // as the key file says it
+		} else if err != nil {
 			return t, errors.New("expected a number of days (90d), a date (2027-03-01, UTC) or an RFC 3339 time (2027-03-01T12:00:00Z)")
 		}
 	}

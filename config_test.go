@@ -222,6 +222,7 @@ func TestParseKeyFile(t *testing.T) {
 		e.short = true
 		return e
 	}
+	psk := newPSK()
 	tests := []struct {
 		rule string
 		file string
@@ -242,6 +243,17 @@ func TestParseKeyFile(t *testing.T) {
 		{"two keys may share a label (rotation)", "old-key-0123456789 web\nnew-key-0123456789 web\n",
 			[]keyEntry{entry("old-key-0123456789", "web"), entry("new-key-0123456789", "web")}},
 		{"an empty file", "", nil},
+		{"a line ending of Windows (CRLF) is no invisible character", "alpha-key-0123456789 web\r\nbeta\r\n",
+			[]keyEntry{entry("alpha-key-0123456789", "web"), short("beta", "")}},
+		{"a key of openssl rand -base64, with + / and =", "q1+w2/E3r4T5y6U7i8O9p0AsDfGhJkLzXcVbNm12345=\n",
+			[]keyEntry{entry("q1+w2/E3r4T5y6U7i8O9p0AsDfGhJkLzXcVbNm12345=", "")}},
+		{"a key of petstore keys new", psk + " shop\n", []keyEntry{entry(psk, "shop")}},
+		{"a key of 32 hex digits (openssl rand -hex 16) is no digest", "0123456789abcdef0123456789ABCDEF\n",
+			[]keyEntry{entry("0123456789abcdef0123456789ABCDEF", "")}},
+		{"a key with a colon and fewer hex digits than a digest", "shop:0123456789abcdef0123456789abcde\n",
+			[]keyEntry{entry("shop:0123456789abcdef0123456789abcde", "")}},
+		{"a key of visible letters beyond ASCII", "clé-d’accès-0123456789 web\n",
+			[]keyEntry{entry("clé-d’accès-0123456789", "web")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -265,6 +277,8 @@ func TestParseKeyFile(t *testing.T) {
 		{"a short digest", "sha256:abcd\n", "64 hex digits"},
 		{"a label with a space-like character", "secret-key bad/label\n", "label"},
 		{"a label too long", "secret-key " + strings.Repeat("x", 65) + "\n", "label"},
+		{"a byte order mark at the start of the file", "\ufeffsha256:" + hexOf("secret-key") + " shop\n", "line 1: starts with a byte order mark"},
+		{"a byte order mark at the start of a file that opens with a comment", "\ufeff# keys\nsecret-key-0123456789\n", "line 1: starts with a byte order mark"},
 	}
 	for _, tt := range bad {
 		t.Run("refused: "+tt.rule, func(t *testing.T) {
@@ -272,7 +286,7 @@ func TestParseKeyFile(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.mention) {
 				t.Fatalf("parseKeyFile = %v, want an error mentioning %q", err, tt.mention)
 			}
-			if strings.Contains(err.Error(), "secret-key") || strings.Contains(err.Error(), "ok-key") {
+			if strings.Contains(err.Error(), "secret-key") || strings.Contains(err.Error(), "ok-key") || strings.Contains(err.Error(), hexOf("secret-key")) {
 				t.Errorf("the error repeats a key: %v", err)
 			}
 		})

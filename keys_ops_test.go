@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -118,6 +119,79 @@ func TestKeysNewIsAcceptedThroughTheKeyFileAndSIGHUP(t *testing.T) {
 				t.Errorf("%s holds a key or its digest", where)
 			}
 		}
+	}
+}
+
+// TestAMiswrittenDigestLineIsRefused: a digest line whose prefix is
+// written SHA256:, or follows a byte order mark, would make the digest's
+// text a key and refuse the key it stands for. The real binary refuses such
+// a file: at start-up with exit code 2 and a message that names the setting,
+// the file and the line without repeating it; on SIGHUP by keeping the keys
+// in force.
+func TestAMiswrittenDigestLineIsRefused(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "keys")
+	const key = "shop-key-0123456789abcdef"
+	d := sha256.Sum256([]byte(key))
+	digest := hex.EncodeToString(d[:])
+	upper := "# the shop\nSHA256:" + digest + " shop scopes=pets:read\n"
+	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_LOG_FORMAT=json", "PETSTORE_DB=" + filepath.Join(dir, "pets.db"), "PETSTORE_API_KEYS_FILE=" + keyFile}
+
+	writeFile(t, keyFile, upper)
+	// Bounded: a service that accepts the file serves until killed.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 2 {
+		t.Errorf("start-up with SHA256: in the key file: %v, want exit code 2", err)
+	}
+	want := "petstore: -api-keys-file (PETSTORE_API_KEYS_FILE): key file " + keyFile + ": line 2: the first word reads as a digest"
+	if got := stderr.String(); !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 1 || strings.Contains(strings.ToLower(got), digest) {
+		t.Errorf("standard error = %q, want one line that starts %q and does not repeat the digest", got, want)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout = %q, want nothing (it never listened)", stdout.String())
+	}
+
+	writeFile(t, keyFile, "sha256:"+digest+" shop scopes=pets:read\n")
+	svc := startBinary(t, bin, env...)
+	status := func(key string) int { return doRequest(t, svc.URL, "GET", "/v1/pets", "", bearer(key)).Status }
+	if got := status(key); got != http.StatusOK {
+		t.Fatalf("the key before the reloads: status %d, want 200", got)
+	}
+	const notReloaded = "API keys not reloaded; the previous keys stay in force"
+	for _, tt := range []struct {
+		rule, file, mention string
+		wouldBe             string // the key the miswritten line would make
+	}{
+		{"SHA256: in upper case", upper, "line 2: the first word reads as a digest", "SHA256:" + digest},
+		{"a byte order mark before sha256:", "\ufeffsha256:" + digest + " shop scopes=pets:read\n", "line 1: starts with a byte order mark", "\ufeffsha256:" + digest},
+	} {
+		failures := len(svc.Stderr.find(t, "ERROR", notReloaded))
+		writeFile(t, keyFile, tt.file)
+		svc.Cmd.Process.Signal(syscall.SIGHUP)
+		eventually(t, tt.rule+" is refused", func() bool { return len(svc.Stderr.find(t, "ERROR", notReloaded)) > failures })
+		if err := svc.Stderr.find(t, "ERROR", notReloaded)[failures].field("err"); !strings.Contains(err, keyFile+": "+tt.mention) {
+			t.Errorf("%s: the error %q does not say %q", tt.rule, err, keyFile+": "+tt.mention)
+		}
+		if got := status(key); got != http.StatusOK {
+			t.Errorf("after %s the key in force got status %d, want 200", tt.rule, got)
+		}
+		if got := status(tt.wouldBe); got != http.StatusUnauthorized {
+			t.Errorf("after %s the text of the line is a key: status %d, want 401", tt.rule, got)
+		}
+	}
+	if strings.Contains(strings.ToLower(svc.Stderr.String()), digest) {
+		t.Errorf("the log repeats the digest")
 	}
 }
 

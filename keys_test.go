@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -287,6 +289,7 @@ func TestKeyFileAttributes(t *testing.T) {
 		{"* is every scope", "key-0123456789abcdef scopes=pets:read,*", "*", time.Time{}},
 		{"a date expires at its first instant, UTC", "key-0123456789abcdef shop expires=2027-03-01", "*", time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)},
 		{"an RFC 3339 time, in UTC", "key-0123456789abcdef expires=2027-03-01T12:00:00+02:00 scopes=events:read", "events:read", time.Date(2027, 3, 1, 10, 0, 0, 0, time.UTC)},
+		{"2000-01-01 is the earliest expiry", "key-0123456789abcdef expires=2000-01-01", "*", time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -322,15 +325,48 @@ func TestKeyFileAttributes(t *testing.T) {
 
 // TestMalformedKeyFileLines: each malformed line is an error that names its
 // line and never repeats it, and a reload that meets one keeps the keys in
-// force.
+// force. A digest written in any other way than sha256:HEX, and a line with
+// a character no one sees, are malformed: either would make a key of text
+// that the file shows as something else.
 func TestMalformedKeyFileLines(t *testing.T) {
 	const good = "good-key-0123456789 web scopes=pets:read\n"
 	const secret = "s3cret-key-0123456789"
 	typo := []byte(newPSK())
 	typo[10] ^= 1 // one character changed
+	d := sha256.Sum256([]byte("the-intended-key-0123456789"))
+	digest := hex.EncodeToString(d[:])
+	d512 := sha512.Sum512([]byte("the-intended-key-0123456789"))
+	const readsAsDigest, bareDigest, invisible = "the first word reads as a digest", "the first word is 64 hex digits", "which cannot be seen"
 	tests := []struct {
 		rule, line, mention string
 	}{
+		{"SHA256: in upper case is not the digest form", "SHA256:" + digest + " shop scopes=pets:read", readsAsDigest},
+		{"Sha256: in mixed case is not the digest form", "Sha256:" + digest + " shop", readsAsDigest},
+		{"sha-256: is not the digest form", "sha-256:" + digest, readsAsDigest},
+		{"another algorithm's name before 64 hex digits", "sha512:" + digest + " shop", readsAsDigest},
+		{"a SHA-512 digest", "sha512:" + hex.EncodeToString(d512[:]) + " shop", readsAsDigest},
+		{"any name before a colon and 64 hex digits", "shop:" + digest, readsAsDigest},
+		{"a digest in quotes", `"sha256:` + digest + `" shop`, readsAsDigest},
+		{"a digest without sha256:", digest + " shop scopes=pets:read", bareDigest},
+		{"a digest without sha256:, in upper case", strings.ToUpper(digest), bareDigest},
+		{"a digest as sha256sum prints it", digest + "  -", bareDigest},
+		{"a space after sha256 makes the digest a label", "sha256 " + digest + " scopes=pets:read", "a label holds no run of 32 or more hex digits"},
+		{"a byte order mark before sha256: (files joined with cat)", "\ufeffsha256:" + digest + " shop", "a byte order mark (U+FEFF)"},
+		{"a zero-width space in a key", secret[:6] + "\u200b" + secret[6:] + " shop", "an invisible format character (U+200B)"},
+		{"a word joiner after a key", secret + "\u2060 shop", "an invisible format character (U+2060)"},
+		{"a right-to-left override in a comment", secret + " shop # \u202eyek-dlo", "an invisible format character (U+202E)"},
+		{"a no-break space between a key and its label", secret + "\u00a0shop", "a space other than the ASCII space (U+00A0)"},
+		{"an ideographic space", secret + "\u3000shop", "a space other than the ASCII space (U+3000)"},
+		{"a line separator", secret + " shop\u2028", "a line or paragraph separator (U+2028)"},
+		{"a carriage return inside a line", secret + " shop\rother-key-0123456789", "a control character (U+000D)"},
+		{"a NUL (a file saved as UTF-16)", secret + "\x00", "a control character (U+0000)"},
+		{"a Hangul filler, a letter drawn as nothing", secret + "\u3164 shop", "an invisible character (U+3164)"},
+		{"a variation selector", secret + "\ufe0f shop", "an invisible character (U+FE0F)"},
+		{"bytes that are not UTF-8 (a Latin-1 no-break space)", secret + "\xa0shop", "bytes that are not UTF-8"},
+		{"the zero time as a date", secret + " expires=0001-01-01", "before 2000-01-01"},
+		{"the zero time as an RFC 3339 time", secret + " expires=0001-01-01T00:00:00Z", "before 2000-01-01"},
+		{"the Unix epoch", secret + " expires=1970-01-01", "before 2000-01-01"},
+		{"an instant before 2000 in UTC, written with an offset", secret + " expires=2000-01-01T00:30:00+01:00", "before 2000-01-01"},
 		{"an unknown scope", secret + " shop scopes=pets:delete", "scopes= takes"},
 		{"an empty scope list", secret + " shop scopes=", "scopes= takes"},
 		{"a scope list with a space", secret + " shop scopes=pets:read, orders:read", "line 2"},
@@ -363,6 +399,16 @@ func TestMalformedKeyFileLines(t *testing.T) {
 			for _, word := range []string{secret, string(typo)} {
 				if strings.Contains(err.Error(), word) {
 					t.Errorf("the error repeats a key: %v", err)
+				}
+			}
+			// Nor a word of the line but its attributes and scopes,
+			// nor a digest, which a typo makes a key.
+			if strings.Contains(strings.ToLower(err.Error()), digest) {
+				t.Errorf("the error repeats a digest: %v", err)
+			}
+			for _, word := range strings.FieldsFunc(tt.line, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsGraphic(r) }) {
+				if len(word) >= 8 && !strings.Contains(word, "=") && scope(word).bit() == 0 && strings.Contains(err.Error(), word) {
+					t.Errorf("the error repeats a word of the line: %v", err)
 				}
 			}
 			if _, ok := kr.keys().match("good-key-0123456789"); !ok {
@@ -572,6 +618,7 @@ func TestKeysNew(t *testing.T) {
 	}{
 		{"an unknown scope", []string{"-scopes", "pets:delete"}, "-scopes"},
 		{"a label with a space-like character", []string{"-label", "a/b"}, "-label"},
+		{"a label the key file would refuse, a digest's hex digits", []string{"-label", strings.Repeat("ab", 16)}, "-label"},
 		{"an expiry already past", []string{"-expires", "2020-01-01"}, "-expires"},
 		{"a number of days that is none", []string{"-expires", "0d"}, "-expires"},
 		{"a file other users can write", []string{"-file", shared}, "-file"},
