@@ -231,6 +231,17 @@ func newStore(ctx context.Context, d dialect, name string, writer, reader *sql.D
 		s.Close()
 		return nil, err
 	}
+	if s.events.fedByWriter {
+		// The writer about to start is the file's only one: from the
+		// feed's end on, the tail holds every event, and a stream at the
+		// end never reads the table.
+		bounds, err := s.eventBounds(ctx)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.events.start(bounds.end)
+	}
 	s.stopped = make(chan struct{})
 	go s.writeLoop()
 	return s, nil

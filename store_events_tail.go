@@ -45,10 +45,11 @@ type eventTail struct {
 	ch     chan struct{} // closed and replaced whenever the tail grows or its base moves
 	events []Event       // the events after base, in id order
 	base   int64
-	// known says that base means something: false until the first batch
-	// (SQLite) or fill (PostgreSQL), and again on PostgreSQL once no stream
-	// reads the tail (it is then not filled, and starts again from the
-	// feed's end when a stream comes).
+	// known says that base means something: on SQLite from the store's
+	// opening on (newStore starts it at the feed's end); on PostgreSQL from
+	// the first fill, and again not once no stream reads the tail (it is
+	// then not filled, and starts again from the feed's end when a stream
+	// comes).
 	known   bool
 	readers int // streams reading the tail now
 
@@ -126,7 +127,7 @@ func (t *eventTail) after(cursor int64, dst []Event) (events []Event, ok bool) {
 // committed records the events a batch of this process committed, their
 // ids set, and wakes the streams. On SQLite they join the tail; a first id
 // that does not follow the tail's newest (another process wrote to the
-// file, or this is the first batch) starts the tail again from it. On
+// file) starts the tail again from it. On
 // PostgreSQL the filler is asked to read them, with whatever other replicas
 // committed before them.
 func (t *eventTail) committed(events []Event) {
