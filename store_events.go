@@ -74,7 +74,11 @@ var sqlStreamEvents = "SELECT " + eventColumns + ", (SELECT pruned_through FROM 
 // without statistics SQLite cannot know that a type is rare, and prefers
 // the table's range. PostgreSQL merges the arms (Merge Append) when each
 // has its own ORDER BY and LIMIT; without them it reads every event of the
-// types kept and sorts them.
+// types kept and sorts them. For a small LIMIT its merge takes, for each
+// arm, the plan that starts cheapest: with one index on (type, id), that
+// was the primary key's range with the type as a filter, which reads a rare
+// type's arm on to its next event, or to the end of the table. A type's own
+// index starts as cheap and reads only its events, so every plan takes it.
 func (d dialect) listEventsOfTypes() string {
 	var b strings.Builder
 	for i, typ := range eventTypes {

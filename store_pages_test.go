@@ -162,14 +162,36 @@ func TestTheTypeFilterReadsEachTypesIndexOnPostgreSQL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
+			var events []Event
 			for range 10 {
-				events, err := s.listEvents(t.Context(), tt.after, tt.limit, tt.types)
-				if err != nil {
+				var err error
+				if events, err = s.listEvents(t.Context(), tt.after, tt.limit, tt.types); err != nil {
 					t.Fatal(err)
 				}
 				if len(events) != tt.events {
 					t.Fatalf("the read returned %d events, want %d", len(events), tt.events)
 				}
+			}
+			// The statement with its LIMITs as parameters, which a page
+			// runs past maxSizedPages, returns the same events.
+			rows, err := s.eventStmts.listOfTypes.QueryContext(t.Context(), append(typeFilterArgs(s.dialect, tt.after, tt.types, tt.limit, false), tt.limit)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			unsized := []Event{}
+			for rows.Next() {
+				var ev Event
+				if err := scanEvent(rows, &ev); err != nil {
+					t.Fatal(err)
+				}
+				unsized = append(unsized, ev)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(events, unsized); diff != "" {
+				t.Errorf("the events read with the LIMITs as parameters mismatch (-written out +parameters):\n%s", diff)
 			}
 			query := s.dialect.sql(strings.ReplaceAll(s.dialect.listEventsOfTypes(), " LIMIT ?", " LIMIT "+strconv.Itoa(tt.limit)))
 			if diff := cmp.Diff(preparedPlans{Generic: 5, Custom: 5}, plansOf(t, s.reader, query)); diff != "" {
