@@ -176,6 +176,22 @@ func benchHandler(st *store) http.Handler {
 	return newServer(log, keys, st, newMetrics(st), newFeed(log, st, keys, defaultFeedConfig(), time.Now), time.Now, lim)
 }
 
+// benchStoreOn opens an empty store on backend: "sqlite", a fresh file, or
+// "postgres", a database of the tests' cluster (skipped when the suite
+// cannot start one).
+func benchStoreOn(b *testing.B, backend string) *store {
+	b.Helper()
+	if backend == "sqlite" {
+		return benchStore(b, 0)
+	}
+	st, err := openStore(b.Context(), postgresSchema(b), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}
+
 // BenchmarkCreateThroughChain measures a durable create (POST /v1/pets, as
 // bench/'s create scenario sends it) through the whole handler chain, on
 // SQLite and, when the suite can start a cluster, on PostgreSQL; one writer
@@ -185,16 +201,7 @@ func BenchmarkCreateThroughChain(b *testing.B) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		for _, parallel := range []int{1, 32} {
 			b.Run(fmt.Sprintf("%s/writers=%d", backend, parallel), func(b *testing.B) {
-				var st *store
-				if backend == "sqlite" {
-					st = benchStore(b, 0)
-				} else {
-					var err error
-					if st, err = openStore(b.Context(), postgresSchema(b), 0); err != nil {
-						b.Fatal(err)
-					}
-					b.Cleanup(func() { st.Close() })
-				}
+				st := benchStoreOn(b, backend)
 				h := benchHandler(st)
 				var n atomic.Int64
 				b.ResetTimer() // the first run may have started the cluster
@@ -324,5 +331,57 @@ func BenchmarkUncachedReads(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// benchEventsSQL inserts ? events of every type: one in ? is pet.deleted
+// (the rare type a filter looks for), the others take the five other types
+// in turn. Each event's data is a pet's JSON, as long as a real one.
+const benchEventsSQL = `
+	WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ?)
+	INSERT INTO events (type, occurred_at, subject, data)
+	SELECT CASE WHEN i % ? = 0 THEN 'pet.deleted' ELSE CASE i % 5 WHEN 0 THEN 'pet.created' WHEN 1 THEN 'pet.updated'
+	       WHEN 2 THEN 'order.placed' WHEN 3 THEN 'order.delivered' ELSE 'order.cancelled' END END,
+	       1795514400123, '/v1/pets/' || i,
+	       '{"id":' || i || ',"name":"pet-' || i || '","categoryId":1,"status":"available","createdAt":"2026-11-24T10:00:00.123Z","updatedAt":"2026-11-24T10:00:00.123Z"}'
+	FROM seq`
+
+// BenchmarkEventsPage measures a first page of the change feed through the
+// whole handler chain, over a table of events of every type on SQLite and
+// PostgreSQL: unfiltered, of a rare type (50 events spread over the table,
+// so that a page of 100 holds every one of them), and of common types.
+// Without an index on the type, a rare type's page reads the whole table.
+func BenchmarkEventsPage(b *testing.B) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		for _, n := range []int{50_000, 1_000_000} {
+			b.Run(fmt.Sprintf("%s/events=%d", backend, n), func(b *testing.B) {
+				st := benchStoreOn(b, backend)
+				if _, err := st.writer.ExecContext(b.Context(), st.dialect.sql(benchEventsSQL), n, n/50); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := st.writer.ExecContext(b.Context(), "ANALYZE"); err != nil {
+					b.Fatal(err)
+				}
+				var rare int
+				if err := st.reader.QueryRowContext(b.Context(), "SELECT count(*) FROM events WHERE type = 'pet.deleted'").Scan(&rare); err != nil || rare != 50 {
+					b.Fatalf("the table holds %d events of pet.deleted, want 50 (%v)", rare, err)
+				}
+				h := benchHandler(st)
+				for _, query := range []string{"limit=1", "type=pet.deleted&limit=1", "type=pet.deleted",
+					"type=pet.created,pet.updated", "type=pet.deleted,order.placed", "type=order.*"} {
+					b.Run(strings.ReplaceAll(query, "&", ","), func(b *testing.B) {
+						req := httptest.NewRequest("GET", "/v1/events?"+query, nil)
+						req.Header.Set("Authorization", "Bearer "+testKey)
+						for b.Loop() {
+							w := newBenchWriter()
+							h.ServeHTTP(w, req)
+							if w.status != http.StatusOK {
+								b.Fatalf("status %d: %s", w.status, w.body)
+							}
+						}
+					})
+				}
+			})
+		}
 	}
 }

@@ -20,10 +20,11 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	to := fs.String("to", "", "the database to copy into, which must hold no data: a SQLite file (created if missing) or a postgres:// URL")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: petstore copy -from SRC -to DST\n\n"+
-			"Copies every pet, order and idempotency record, with their ids, from one snapshot of SRC\n"+
+			"Copies every pet, order, idempotency record and event, with their ids, from one snapshot of SRC\n"+
 			"to DST in one transaction, and moves DST's id sequences past SRC's. DST gets the schema if\n"+
 			"it has none, and must hold no data. SRC may keep serving: writes committed after the copy\n"+
-			"began are not copied. Replicas serving DST wait for the copy before they write.\n\n")
+			"began are not copied. Replicas serving DST wait for the copy before they write. Webhook\n"+
+			"subscriptions are not copied (the summary counts them): create them again on DST.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -54,9 +55,16 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var counts []string
 	for _, m := range moved {
-		counts = append(counts, fmt.Sprintf("%d %s", m.rows, m.table.noun))
+		if m.table.notCopied == "" {
+			counts = append(counts, fmt.Sprintf("%d %s", m.rows, m.table.noun))
+		}
 	}
 	fmt.Fprintf(stdout, "copied %s from %s to %s\n", listOf(counts), redactDB(*from), redactDB(*to))
+	for _, m := range moved {
+		if m.table.notCopied != "" && m.rows > 0 {
+			fmt.Fprintf(stdout, "did not copy %d %s: %s\n", m.rows, m.table.noun, m.table.notCopied)
+		}
+	}
 	return nil
 }
 

@@ -80,6 +80,48 @@ func TestCopyMovesAShopToPostgreSQLAndBack(t *testing.T) {
 	}
 }
 
+// TestCopySaysWhatItLeavesBehind guards the copy's summary: after what it
+// copied, it counts the webhook subscriptions it did not copy and says why,
+// so that none is dropped without a word; a shop without any gets no such
+// line.
+func TestCopySaysWhatItLeavesBehind(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		rule          string
+		subscriptions int
+		leftBehind    string
+	}{
+		{"a shop without subscriptions: only what was copied", 0, ""},
+		{"a shop with subscriptions: their count, and why they were not copied", 2,
+			"did not copy 2 webhook subscriptions: " + tableNamed("webhooks").notCopied + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			dir := t.TempDir()
+			src, dst := filepath.Join(dir, "shop.db"), filepath.Join(dir, "copy.db")
+			ts := newTestServer(t, atPath(src))
+			ts.createPet(t, "Rex", 1, "")
+			for i := range tt.subscriptions {
+				// No dispatcher runs: nothing is ever sent to these.
+				subscribe(t, ts, fmt.Sprintf(`{"url": "https://shop.example.com/hooks/%d"}`, i))
+			}
+			ts.Store.Close()
+			var out strings.Builder
+			if err := run(t.Context(), []string{"copy", "-from", src, "-to", dst}, mapEnv(nil), strings.NewReader(""), &out, &out); err != nil {
+				t.Fatalf("copy: %v", err)
+			}
+			want := fmt.Sprintf("copied 1 pets, 0 orders, 0 idempotency records, 1 events and 1 prune marks from %s to %s\n", src, dst) + tt.leftBehind
+			if diff := cmp.Diff(want, out.String()); diff != "" {
+				t.Errorf("the copy's summary mismatch (-want +got):\n%s", diff)
+			}
+			copied := newTestServer(t, atPath(dst))
+			if got := listAll[webhookJSON](t, copied.URL, "/v1/webhooks?limit=100", nil, nil); len(got) != 0 {
+				t.Errorf("the copy holds %d webhook subscriptions, want none", len(got))
+			}
+		})
+	}
+}
+
 func TestCopyRefuses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

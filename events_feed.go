@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,7 +104,10 @@ type eventsQuery struct {
 	hasAfter bool
 	limit    int
 	types    []string // nil: every type
-	rawTypes string   // the type parameter as given, for the next link
+	// typeFilter is the type parameter in its canonical form
+	// (canonicalTypeFilter), for the next link: never what the client
+	// sent, so that the Link does not grow with the request.
+	typeFilter string
 }
 
 // parseEventsQuery validates the feed's query string. ticket is the one
@@ -133,17 +137,58 @@ func parseEventsQuery(raw string) (eventsQuery, error) {
 			}
 			q.limit = int(n)
 		case "type":
-			types, unknown, ok := expandEventTypes(strings.Split(v, ","), false)
-			if !ok {
-				return q, errorf(codeInvalidParameter, "parameter type: %q is not an event type; give types or patterns separated by commas, from %s, %s", abbreviate(unknown), strings.Join(eventTypes, ", "), strings.Join(eventPatterns, ", "))
+			types, err := parseTypeFilter(v)
+			if err != nil {
+				return q, err
 			}
-			q.types, q.rawTypes = types, v
+			q.types, q.typeFilter = types, canonicalTypeFilter(types)
 		case "ticket":
 		default:
 			return q, errorf(codeInvalidParameter, "unknown parameter %q; listEvents takes after, limit, type and ticket", abbreviate(name))
 		}
 	}
 	return q, nil
+}
+
+// parseTypeFilter reads the value of a type filter: event types and
+// patterns separated by commas (OpenAPI's style form, explode false),
+// repeats allowed, and at most as many items as there are types and
+// patterns, so that naming each once always fits. It returns the types
+// they name, in eventTypes' order, without repeats.
+func parseTypeFilter(v string) ([]string, error) {
+	choices := strings.Join(slices.Concat(eventTypes, eventPatterns), ", ")
+	items := strings.Split(v, ",")
+	if most := len(eventTypes) + len(eventPatterns); len(items) > most {
+		return nil, errorf(codeInvalidParameter, "parameter type holds %d items; the limit is %d, as many as there are event types and patterns: give each at most once, from %s", len(items), most, choices)
+	}
+	for i, item := range items {
+		if item == "" {
+			return nil, errorf(codeInvalidParameter, "parameter type: item %d is empty (two commas together, or one at an end); give types or patterns separated by commas, from %s", i+1, choices)
+		}
+	}
+	types, unknown, ok := expandEventTypes(items, false)
+	if !ok {
+		return nil, errorf(codeInvalidParameter, "parameter type: %q is not an event type; give types or patterns separated by commas, from %s", abbreviate(unknown), choices)
+	}
+	return types, nil
+}
+
+// canonicalTypeFilter is the type filter that keeps types, as the next link
+// carries it: for each resource in turn, its pattern when every one of its
+// types is kept, else the types kept, in eventTypes' order
+// ("pet.*,order.placed"). However the request wrote the filter, its next
+// link is the same, and at most as long as the names of the event types.
+func canonicalTypeFilter(types []string) string {
+	var items []string
+	for _, spec := range resourceSpecs {
+		kept := slices.DeleteFunc(slices.Clone(spec.events), func(t string) bool { return !slices.Contains(types, t) })
+		if len(kept) == len(spec.events) {
+			items = append(items, spec.name+".*")
+			continue
+		}
+		items = append(items, kept...)
+	}
+	return strings.Join(items, ",")
 }
 
 // nextLink is the Link to the page after the event last, with the same
@@ -154,9 +199,9 @@ func (q eventsQuery) nextLink(last int64) string {
 	b.WriteString(strconv.FormatInt(last, 10))
 	b.WriteString("&limit=")
 	b.WriteString(strconv.Itoa(q.limit))
-	if q.rawTypes != "" {
+	if q.typeFilter != "" {
 		b.WriteString("&type=")
-		b.WriteString(url.QueryEscape(q.rawTypes))
+		b.WriteString(url.QueryEscape(q.typeFilter))
 	}
 	b.WriteString(`>; rel="next"`)
 	return b.String()

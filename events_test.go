@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,8 +61,13 @@ func summarise(t *testing.T, events []wireEvent) []eventSummary {
 // eventsAfter reads the feed after id, following next until an empty page.
 func eventsAfter(t *testing.T, ts *testServer, after int64) []wireEvent {
 	t.Helper()
+	return eventPages(t, ts, "/v1/events?after="+strconv.FormatInt(after, 10))
+}
+
+// eventPages reads the feed from path, following next until an empty page.
+func eventPages(t *testing.T, ts *testServer, path string) []wireEvent {
+	t.Helper()
 	var all []wireEvent
-	path := "/v1/events?after=" + strconv.FormatInt(after, 10)
 	for range 10_000 {
 		res := ts.do(t, "GET", path, "", nil)
 		if res.Status != http.StatusOK {
@@ -218,6 +224,70 @@ func TestAnIdempotentReplayMakesNoEvent(t *testing.T) {
 	}
 }
 
+// TestATypeFilterPagesEveryEventOfItsTypesOnceInOrder guards the type
+// filter's statement (one arm per type, merged by id): whatever the types
+// kept, the page size and the cursor, following next from a filtered page
+// returns exactly the events of those types the unfiltered feed has after
+// the cursor, in id order. The events are of every type, pet.deleted rare
+// and only early, order.cancelled in one run of 40, so that the arms run
+// dry and fill up at different places.
+func TestATypeFilterPagesEveryEventOfItsTypesOnceInOrder(t *testing.T) {
+	ts := newTestServer(t)
+	common := []string{eventPetCreated, eventPetUpdated, eventOrderPlaced, eventOrderDelivered}
+	var values []string
+	var args []any
+	for i := 1; i <= 400; i++ {
+		typ := common[(i*7)%len(common)]
+		switch {
+		case i%50 == 0 && i <= 150:
+			typ = eventPetDeleted
+		case i > 200 && i <= 240:
+			typ = eventOrderCancelled
+		}
+		values = append(values, "(?, 0, ?, '{}')")
+		args = append(args, typ, fmt.Sprintf("/v1/pets/%d", i))
+	}
+	if err := ts.exec(t, "INSERT INTO events (type, occurred_at, subject, data) VALUES "+strings.Join(values, ", "), args...); err != nil {
+		t.Fatal(err)
+	}
+	all := eventPages(t, ts, "/v1/events?limit=1000")
+	if len(all) != 400 {
+		t.Fatalf("the unfiltered feed holds %d events, want 400", len(all))
+	}
+	tests := []struct {
+		rule  string
+		types string
+		kept  []string
+	}{
+		{"a rare type alone", "pet.deleted", []string{eventPetDeleted}},
+		{"a rare type with a common one", "pet.deleted,pet.created", []string{eventPetDeleted, eventPetCreated}},
+		{"a pattern, one of whose types comes in one run", "order.*", []string{eventOrderPlaced, eventOrderDelivered, eventOrderCancelled}},
+		{"every type but one", "pet.created,pet.updated,order.placed,order.delivered,order.cancelled",
+			[]string{eventPetCreated, eventPetUpdated, eventOrderPlaced, eventOrderDelivered, eventOrderCancelled}},
+	}
+	for _, tt := range tests {
+		for _, limit := range []int{1, 3, 100} {
+			for _, after := range []int64{0, 160, 230} {
+				t.Run(fmt.Sprintf("%s/limit=%d/after=%d", tt.rule, limit, after), func(t *testing.T) {
+					want := []int64{}
+					for _, ev := range all {
+						if ev.ID > after && slices.Contains(tt.kept, ev.Type) {
+							want = append(want, ev.ID)
+						}
+					}
+					got := []int64{}
+					for _, ev := range eventPages(t, ts, fmt.Sprintf("/v1/events?after=%d&limit=%d&type=%s", after, limit, tt.types)) {
+						got = append(got, ev.ID)
+					}
+					if diff := cmp.Diff(want, got); diff != "" {
+						t.Errorf("ids of type=%s after %d, %d a page (-want +got):\n%s", tt.types, after, limit, diff)
+					}
+				})
+			}
+		}
+	}
+}
+
 func TestFeedParameters(t *testing.T) {
 	ts := newTestServer(t)
 	for range 3 {
@@ -240,6 +310,15 @@ func TestFeedParameters(t *testing.T) {
 		{"a type filter keeps only its types, and next keeps it", "?type=order.*", 200, "", []int64{4}, "/v1/events?after=4&limit=100&type=order.%2A"},
 		{"types and patterns combine", "?type=pet.created,order.placed", 200, "", []int64{1, 2, 3, 4}, "/v1/events?after=4&limit=100&type=pet.created%2Corder.placed"},
 		{"without after and with nothing matching, next is the current end", "?type=pet.deleted", 200, "", []int64{}, "/v1/events?after=5&limit=100&type=pet.deleted"},
+		{"next carries the filter in canonical form, whatever its order and repeats", "?type=order.placed,pet.created,order.placed", 200, "", []int64{1, 2, 3, 4},
+			"/v1/events?after=4&limit=100&type=pet.created%2Corder.placed"},
+		{"next names a resource whose every type is kept by its pattern", "?type=pet.deleted,pet.created,pet.updated", 200, "", []int64{1, 2, 3, 5},
+			"/v1/events?after=5&limit=100&type=pet.%2A"},
+		{"as many items as there are types and patterns are allowed, repeats too", "?type=pet.created,pet.created,pet.created,pet.created,pet.created,pet.created,pet.created,order.*", 200, "",
+			[]int64{1, 2, 3, 4}, "/v1/events?after=4&limit=100&type=pet.created%2Corder.%2A"},
+		{"more items than there are types and patterns are refused", "?type=pet.created,pet.created,pet.created,pet.created,pet.created,pet.created,pet.created,pet.created,order.*", 400, codeInvalidParameter, nil, ""},
+		{"an empty item is refused", "?type=pet.created,,order.placed", 400, codeInvalidParameter, nil, ""},
+		{"an empty filter is refused", "?type=", 400, codeInvalidParameter, nil, ""},
 		{"limit 0 is refused", "?limit=0", 400, codeInvalidParameter, nil, ""},
 		{"limit above 1000 is refused", "?limit=1001", 400, codeInvalidParameter, nil, ""},
 		{"limit 1000 is allowed", "?limit=1000", 200, "", []int64{1, 2, 3, 4, 5}, "/v1/events?after=5&limit=1000"},

@@ -9,7 +9,9 @@ import (
 // depends on: the store's list statements are a range of the table or of an
 // index, never a scan of every pet, and the filtered one reads only its
 // covering index. The counts of the metrics read only their shards, so that
-// a scrape costs the same whatever the size of the catalogue.
+// a scrape costs the same whatever the size of the catalogue. The events'
+// type filter merges the ranges of its types' indexes, in id order, so that
+// a rare type's page never reads the events of the others.
 func TestListQueriesUseAnIndexRange(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, onSQLite())
@@ -29,6 +31,16 @@ func TestListQueriesUseAnIndexRange(t *testing.T) {
 			"SCAN pet_counts"},
 		{"the idempotency records' count reads its 16 shards, never the records", sqlCountIdempotencyRecords, nil,
 			"SCAN idempotency_record_counts"},
+		{"the events' type filter merges a range of each type's index by id, without sorting",
+			sqliteDialect.listEventsOfTypes(), append(typeFilterArgs(sqliteDialect, 5, []string{eventPetDeleted}, 21, false), 21),
+			"MERGE (UNION ALL); LEFT; MERGE (UNION ALL); LEFT; MERGE (UNION ALL); LEFT; " +
+				"SEARCH events USING INDEX events_pet_created (id>?); RIGHT; " +
+				"SEARCH events USING INDEX events_pet_updated (id>?); RIGHT; " +
+				"SEARCH events USING INDEX events_pet_deleted (id>?); RIGHT; " +
+				"MERGE (UNION ALL); LEFT; MERGE (UNION ALL); LEFT; " +
+				"SEARCH events USING INDEX events_order_placed (id>?); RIGHT; " +
+				"SEARCH events USING INDEX events_order_delivered (id>?); RIGHT; " +
+				"SEARCH events USING INDEX events_order_cancelled (id>?)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {

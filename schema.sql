@@ -30,6 +30,18 @@ CREATE TABLE events (
     data        TEXT    NOT NULL CHECK (json_valid(data))
 ) STRICT;
 
+CREATE INDEX events_order_cancelled ON events (id) WHERE type = 'order.cancelled';
+
+CREATE INDEX events_order_delivered ON events (id) WHERE type = 'order.delivered';
+
+CREATE INDEX events_order_placed ON events (id) WHERE type = 'order.placed';
+
+CREATE INDEX events_pet_created ON events (id) WHERE type = 'pet.created';
+
+CREATE INDEX events_pet_deleted ON events (id) WHERE type = 'pet.deleted';
+
+CREATE INDEX events_pet_updated ON events (id) WHERE type = 'pet.updated';
+
 CREATE TRIGGER idempotency_keys_counted_on_delete AFTER DELETE ON idempotency_keys BEGIN
     UPDATE idempotency_record_counts SET n = n - 1 WHERE shard = (SELECT abs(random() % 16));
 END;

@@ -17,23 +17,19 @@ type dialect struct {
 	// idsOfJSONArray is a subquery of the ids in a parameter holding a JSON
 	// array of integers.
 	idsOfJSONArray string
-	// textsOfJSONArray is the same for a JSON array of strings.
-	textsOfJSONArray string
 }
 
 var (
 	sqliteDialect = dialect{
-		name:             "sqlite",
-		migrations:       "migrations/sqlite",
-		idsOfJSONArray:   "SELECT value FROM json_each(?)",
-		textsOfJSONArray: "SELECT value FROM json_each(?)",
+		name:           "sqlite",
+		migrations:     "migrations/sqlite",
+		idsOfJSONArray: "SELECT value FROM json_each(?)",
 	}
 	postgresDialect = dialect{
-		name:             "postgres",
-		migrations:       "migrations/postgres",
-		numbered:         true,
-		idsOfJSONArray:   "SELECT value::bigint FROM jsonb_array_elements_text(?::jsonb)",
-		textsOfJSONArray: "SELECT value FROM jsonb_array_elements_text(?::jsonb)",
+		name:           "postgres",
+		migrations:     "migrations/postgres",
+		numbered:       true,
+		idsOfJSONArray: "SELECT value::bigint FROM jsonb_array_elements_text(?::jsonb)",
 	}
 )
 

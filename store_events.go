@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -49,10 +49,54 @@ const (
 // planned again at every read; with the LIMIT known, the plan is made once.
 var sqlStreamEvents = "SELECT " + eventColumns + ", (SELECT pruned_through FROM event_marks) FROM events WHERE id > ? ORDER BY id LIMIT " + strconv.Itoa(streamReadBatch)
 
-// listEventsOfTypes is the statement of a type filter: the types are one
-// parameter, a JSON array of strings, as listPetsByID's ids are.
+// listEventsOfTypes is the statement of a type filter (a page of the feed
+// with type=, and a webhook's delivery reads). It has one arm per event
+// type, in eventTypes' order, each reading its type's events after the
+// cursor from that type's index (migration 0011), in id order, and the
+// arms are merged by id: a page reads about as many events as it returns,
+// whatever the types' shares of the table. Each arm takes the cursor and
+// whether the filter keeps its type (an arm whose type is not kept reads
+// nothing), so that one statement serves every filter.
+//
+// It was "type IN (...)" on the table's range after the cursor, which read
+// every later event to find a rare type's: about 9 ms at 50,000 events and
+// 0.2 s at a million for a page of pet.deleted. Neither database merges
+// the ranges of an IN list by id (both read every event of the types kept,
+// then sort), hence an arm per type. The types are written out, as the
+// service's own constants, never the client's text: an arm's condition
+// then implies its partial index's, and PostgreSQL plans each arm for its
+// own type.
+//
+// SQLite reads the arms of a compound SELECT ordered by id in step, as a
+// merge, and stops at the LIMIT. Each arm names its index (INDEXED BY):
+// without statistics SQLite cannot know that a type is rare, and prefers
+// the table's range. PostgreSQL merges the arms (Merge Append) when each
+// has its own ORDER BY and LIMIT; without them it reads every event of the
+// types kept and sorts them. For a small LIMIT its merge takes, for each
+// arm, the plan that starts cheapest: with one index on (type, id), that
+// was the primary key's range with the type as a filter, which reads a rare
+// type's arm on to its next event, or to the end of the table. A type's own
+// index starts as cheap and reads only its events, so every plan takes it.
 func (d dialect) listEventsOfTypes() string {
-	return "SELECT " + eventColumns + " FROM events WHERE id > ? AND type IN (" + d.textsOfJSONArray + ") ORDER BY id LIMIT ?"
+	var b strings.Builder
+	for i, typ := range eventTypes {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		if d == postgresDialect {
+			fmt.Fprintf(&b, "(SELECT %s FROM events WHERE type = '%s' AND id > ? AND ? ORDER BY id LIMIT ?)", eventColumns, typ)
+		} else {
+			fmt.Fprintf(&b, "SELECT %s FROM events INDEXED BY %s WHERE type = '%s' AND id > ? AND ?", eventColumns, eventTypeIndexName(typ), typ)
+		}
+	}
+	b.WriteString(" ORDER BY id LIMIT ?")
+	return b.String()
+}
+
+// eventTypeIndexName is the name of the partial index of the events of typ
+// (migration 0011): events_pet_created for pet.created.
+func eventTypeIndexName(typ string) string {
+	return "events_" + strings.ReplaceAll(typ, ".", "_")
 }
 
 // sqlInsertEventsJSON writes the events of a batch on PostgreSQL: any
@@ -188,13 +232,18 @@ func scanEvent(row interface{ Scan(...any) error }, ev *Event, more ...any) erro
 func (s *store) listEvents(ctx context.Context, after int64, limit int, types []string) ([]Event, error) {
 	ctx, cancel := s.readContext(ctx)
 	defer cancel()
-	stmt, args := s.eventStmts.list, []any{after}
+	stmt := s.eventStmts.list
 	if len(types) > 0 {
-		typeArray, _ := json.Marshal(types) // strings always encode
-		stmt, args = s.eventStmts.listOfTypes, []any{after, typeArray}
+		stmt = s.eventStmts.listOfTypes
 	}
-	if page, sized := s.pageStatement(ctx, stmt, limit); sized {
-		stmt = page // PostgreSQL, the LIMIT written out (see store_pages.go)
+	// On PostgreSQL, the LIMITs written out (see store_pages.go).
+	page, sized := s.pageStatement(ctx, stmt, limit)
+	args := []any{after}
+	if len(types) > 0 {
+		args = typeFilterArgs(s.dialect, after, types, limit, sized)
+	}
+	if sized {
+		stmt = page
 	} else {
 		args = append(args, limit)
 	}
@@ -215,6 +264,21 @@ func (s *store) listEvents(ctx context.Context, after int64, limit int, types []
 		return nil, s.failed("list events", err)
 	}
 	return events, nil
+}
+
+// typeFilterArgs are the arguments of listEventsOfTypes before its last
+// LIMIT: for each event type, the cursor and whether types holds it, and on
+// PostgreSQL the arm's LIMIT unless the statement has its LIMITs written
+// out (sized).
+func typeFilterArgs(d dialect, after int64, types []string, limit int, sized bool) []any {
+	args := make([]any, 0, 3*len(eventTypes)+1)
+	for _, typ := range eventTypes {
+		args = append(args, after, slices.Contains(types, typ))
+		if d == postgresDialect && !sized {
+			args = append(args, limit)
+		}
+	}
+	return args
 }
 
 // streamEvents returns up to streamReadBatch events with an id greater than

@@ -22,6 +22,9 @@ import (
 // value keeps plans made for each value. One statement per page size, made on
 // the first page of that size; clients ask for a handful of sizes. SQLite
 // plans every statement once whatever its LIMIT, and keeps the parameter.
+// Every LIMIT ? of a page statement is the page's size: the type filter of
+// the events (listEventsOfTypes) reads at most a page of each type, and
+// all of its LIMITs are written out.
 
 // maxSizedPages bounds the statements of written-out LIMITs kept, for all
 // page statements together; past it a page runs with its LIMIT a parameter.
@@ -30,12 +33,12 @@ const maxSizedPages = 64
 // pageStatements are the statements of pages with their LIMIT written out.
 type pageStatements struct {
 	mu     sync.Mutex
-	text   map[*sql.Stmt]string // a page statement's SQL up to its LIMIT's value
+	text   map[*sql.Stmt]string // a page statement's SQL, with its LIMIT ?s
 	sized  map[sizedPage]*sql.Stmt
 	closed bool
 }
 
-// sizedPage is a page statement with its LIMIT written out as rows.
+// sizedPage is a page statement with its LIMITs written out as rows.
 type sizedPage struct {
 	stmt *sql.Stmt
 	rows int
@@ -44,8 +47,7 @@ type sizedPage struct {
 // addPage records stmt, prepared from query on the read pool of PostgreSQL,
 // as a page statement when its last parameter is its LIMIT.
 func (p *pageStatements) addPage(stmt *sql.Stmt, query string) {
-	head, ok := strings.CutSuffix(query, " LIMIT ?")
-	if !ok {
+	if !strings.HasSuffix(query, " LIMIT ?") {
 		return
 	}
 	p.mu.Lock()
@@ -54,11 +56,11 @@ func (p *pageStatements) addPage(stmt *sql.Stmt, query string) {
 		p.text = map[*sql.Stmt]string{}
 		p.sized = map[sizedPage]*sql.Stmt{}
 	}
-	p.text[stmt] = head + " LIMIT "
+	p.text[stmt] = query
 }
 
-// pageStatement returns stmt's statement with its LIMIT written out as rows,
-// and true; or stmt and false (its LIMIT stays a parameter) for a statement
+// pageStatement returns stmt's statement with its LIMITs written out as
+// rows, and true; or stmt and false (they stay parameters) for a statement
 // that is no PostgreSQL page, past maxSizedPages, or when the statement could
 // not be prepared (the page then runs as before, and tells of any trouble).
 func (s *store) pageStatement(ctx context.Context, stmt *sql.Stmt, rows int) (*sql.Stmt, bool) {
@@ -78,7 +80,7 @@ func (s *store) pageStatement(ctx context.Context, stmt *sql.Stmt, rows int) (*s
 	case !isPage || full:
 		return stmt, false
 	}
-	prepared, err := s.reader.PrepareContext(ctx, s.dialect.sql(text+strconv.Itoa(rows)))
+	prepared, err := s.reader.PrepareContext(ctx, s.dialect.sql(strings.ReplaceAll(text, " LIMIT ?", " LIMIT "+strconv.Itoa(rows))))
 	if err != nil {
 		return stmt, false
 	}

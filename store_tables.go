@@ -20,7 +20,11 @@ type tableSpec struct {
 	// the destination's rows with the source's, and a destination counts
 	// as empty whatever they hold.
 	singleton bool
-	// noun is what the copy's summary calls the table's rows.
+	// noun is what the copy's summary calls the table's rows: those it
+	// copied or, for a table it does not copy, those it left behind, which
+	// the summary counts with the reason (notCopied), so that nothing a
+	// client made is dropped without a word. A table it does not copy
+	// has none when its rows are the destination's own or remade by it.
 	noun string
 	// notCopied says why the copy leaves a table alone; "" for a table it
 	// copies.
@@ -37,7 +41,7 @@ var serviceTables = []tableSpec{
 	{name: "event_marks", columns: []string{"one", "pruned_through"}, singleton: true, noun: "prune marks"},
 	{name: "event_tickets", notCopied: "single-use stream tickets that live 60 s: a client asks the destination for a new one"},
 	{name: "key_identity_secret", notCopied: "the destination's own: on PostgreSQL its replicas key identities with it, and SQLite keeps its secret in a file (copying an empty SQLite table would wipe PostgreSQL's)"},
-	{name: "webhooks", notCopied: "a subscription's secret and delivery state (its lease, retries) belong to the service that runs it: create the subscriptions again on the destination (docs/webhooks.md)"},
+	{name: "webhooks", noun: "webhook subscriptions", notCopied: "a subscription's signing secret and delivery state (its lease, its retries) belong to the service that runs it, and a copy would deliver beside the source while the source serves: create them again on the destination once it serves (docs/webhooks.md)"},
 	{name: "webhook_deliveries", notCopied: "the delivery log of the subscriptions, which are not copied"},
 	{name: "schema_migrations", notCopied: "the destination's own: opening it applies the migrations this binary has"},
 }

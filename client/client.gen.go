@@ -946,7 +946,7 @@ type ListEventsParams struct {
 	// Limit Most events on a page. The stream sends every event and ignores it.
 	Limit *int32 `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Type Only events of these types: event types and the patterns `pet.*` and `order.*` (every type of one resource), separated by commas, such as `type=order.placed,pet.*` (order and repeats do not matter). Every type when absent. The `Link` carries it as given.
+	// Type Only events of these types: event types and the patterns `pet.*` and `order.*` (every type of one resource), separated by commas, such as `type=order.placed,pet.*` (order and repeats do not matter). Every type when absent. At most 8 items, as many as there are types and patterns; an empty item, an item that is neither a type nor a pattern, or more than 8 items is 400. The `Link` carries the filter in a canonical form, never as given: for each resource, pets first, its pattern when every one of its types is kept, else its types kept, such as `type=pet.*,order.placed`.
 	Type *[]EventTypeFilter `form:"type,omitempty" json:"type,omitempty"`
 
 	// LastEventID The stream's position: the id of the last event (or bookmark) the client received. EventSource sends it when it reconnects. Only the stream reads it; it wins over `after`. Not an integer from 0 to 9223372036854775807: 400 `invalid_header`.
@@ -1393,7 +1393,7 @@ type ClientInterface interface {
 	//
 	// Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
 	//
-	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` that holds an empty item, an item that is neither an event type nor a pattern, or more than 8 items, is 400 `invalid_parameter`, never silently corrected.
 	//
 	// Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
 	//
@@ -1740,7 +1740,7 @@ type ClientInterface interface {
 //
 // Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
 //
-// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` that holds an empty item, an item that is neither an event type nor a pattern, or more than 8 items, is 400 `invalid_parameter`, never silently corrected.
 //
 // Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
 //
@@ -3529,7 +3529,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
 	//
-	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+	// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` that holds an empty item, an item that is neither an event type nor a pattern, or more than 8 items, is 400 `invalid_parameter`, never silently corrected.
 	//
 	// Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
 	//
@@ -7609,7 +7609,7 @@ func (r RotateWebhookSecretResponse) ContentType() string {
 //
 // Events are kept for 720 h by default (the operator's `-events-retention`), then pruned. A cursor (`after` or `Last-Event-ID`) lower than the newest pruned event is 410 `cursor_expired`, never a silent jump: start again without a cursor and reconcile with the lists. `after` beyond the newest event is no error (the next event will come), and a request without a cursor is never 410.
 //
-// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` item that is neither an event type nor a pattern, is 400 `invalid_parameter`, never silently corrected.
+// A parameter that is out of range, not plain decimal digits, empty, given twice or unknown, or a `type` that holds an empty item, an item that is neither an event type nor a pattern, or more than 8 items, is 400 `invalid_parameter`, never silently corrected.
 //
 // Needs a key with the scope `events:read` (or a ticket that such a key asked for); a key sees only the events of the resources it may read: `pet.*` with `pets:read`, `order.*` with `orders:read`.
 //
