@@ -19,14 +19,18 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	// Imported for its initialiser, which ignores SIGHUP before the
+	// dependencies' initialisers run (main's first line comes after them).
+	_ "petstore/internal/nohup"
 )
 
 func main() {
 	// SIGHUP asks for a key reload, and its default action would end the
-	// process, which systemd does not restart. It is ignored from the first
-	// line on, so that a reload sent while the service starts never kills
-	// it; run takes it over before it reads the keys.
-	signal.Ignore(syscall.SIGHUP)
+	// process, which systemd does not restart. It is ignored since the
+	// initialiser of internal/nohup, well before this line, so that a reload
+	// sent while the service starts never kills it; run takes it over before
+	// it reads the keys.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
