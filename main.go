@@ -387,7 +387,7 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *fe
 	keyed := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, h) }
 	auth := func(h http.Handler) http.Handler { return keyed(limitRate(limiter, log, h)) }
 	scoped := func(rt route) http.Handler {
-		h := limitRate(limiter, log, requireScope(rt.scope, m.keyForbidden, log, rt.handler))
+		h := limitRate(limiter, log, requireScope(rt.scope, log, rt.handler))
 		if rt.tickets {
 			return requireKeyOrTicket(events, keys, guard, keyed, h)
 		}
