@@ -863,22 +863,15 @@ func requireKey(kr keyring, guard authGuard, log *slog.Logger, next http.Handler
 
 // requireScope lets a request through to next only when its key (see
 // requireKey, which must run first) holds need. Otherwise it answers 403
-// insufficient_scope, naming the scope, with the WWW-Authenticate header of
-// RFC 6750, section 3.1. A 403 comes from a valid key, so it is no failed
-// guess: it does not count against the address (see authThrottle).
-func requireScope(need scope, forbidden func(caller string, need scope), log *slog.Logger, next http.Handler) http.Handler {
+// insufficient_scope (see writeInsufficientScope). A 403 comes from a valid
+// key, so it is no failed guess: it does not count against the address (see
+// authThrottle).
+func requireScope(need scope, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if callerScopes(r.Context()).has(need) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		caller := ""
-		if info := requestInfoFrom(r.Context()); info != nil {
-			info.forbidden = true
-			caller = info.caller
-		}
-		forbidden(caller, need)
-		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope="%s"`, need))
-		writeError(w, r, log, errorf(codeInsufficientScope, "this API key lacks the scope %s, which this operation needs; ask the operator for a key that holds it", need))
+		writeInsufficientScope(w, r, log, need)
 	})
 }

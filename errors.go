@@ -186,12 +186,36 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 			http.NewResponseController(w).SetReadDeadline(time.Now().Add(unreadBodyGrace))
 		}
 	}
+	if e.Code == codeInsufficientScope {
+		// Whoever answers it (requireScope, or a handler that finds the key
+		// lacks a scope past the route's), a 403 for a scope the key lacks
+		// has the outcome forbidden in the access log and the metrics (see
+		// observe), and RFC 6750's header (section 3.1).
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.forbidden = true
+		}
+		if w.Header().Get("WWW-Authenticate") == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope"`)
+		}
+	}
 	if e.Code == codeUnavailable && w.Header().Get("Retry-After") == "" {
 		// RFC 9110, section 10.2.3: when to try again. The causes (a full
 		// disk, a database restarting) last seconds to minutes.
 		w.Header().Set("Retry-After", unavailableRetryAfter)
 	}
 	writeJSON(w, e.Status, e)
+}
+
+// writeInsufficientScope answers 403 insufficient_scope to a request whose
+// key lacks need, naming the scope in the message, in the WWW-Authenticate
+// header of RFC 6750, section 3.1, and in the metrics (the scope label of
+// petstore_forbidden_total): the one way to refuse a key for its scope.
+func writeInsufficientScope(w http.ResponseWriter, r *http.Request, log *slog.Logger, need scope) {
+	if info := requestInfoFrom(r.Context()); info != nil {
+		info.lacked = need
+	}
+	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope="%s"`, need))
+	writeError(w, r, log, errorf(codeInsufficientScope, "this API key lacks the scope %s, which this operation needs; ask the operator for a key that holds it", need))
 }
 
 // unreadBodyGrace is how long a connection refused before its body was read

@@ -23,20 +23,21 @@ type metrics struct {
 	authFails  *prometheus.CounterVec
 	forbidden  *prometheus.CounterVec
 
-	// byRoute keeps each route's and status's counter and histogram once
-	// found, so that a request costs one map lookup, not the labels'
-	// hashing of two WithLabelValues and the status written as a string;
-	// deprecatedBy does the same for the deprecated calls by operation and
-	// caller.
+	// byRoute keeps the counter and histogram of each route, status and
+	// outcome once found, so that a request costs one map lookup, not the
+	// labels' hashing of two WithLabelValues and the status written as a
+	// string; deprecatedBy does the same for the deprecated calls by
+	// operation and caller.
 	cacheMu      sync.RWMutex
 	byRoute      map[routeStatus]requestObservers
 	deprecatedBy map[[2]string]prometheus.Counter
 }
 
-// routeStatus is a route and a status of its answers.
+// routeStatus is a route, a status of its answers and their outcome.
 type routeStatus struct {
-	route  string
-	status int
+	route   string
+	status  int
+	outcome string
 }
 
 // requestObservers are the metrics of the requests of one routeStatus.
@@ -54,8 +55,8 @@ func newMetrics(st *store) *metrics {
 		registry:     prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "petstore_http_requests_total",
-			Help: "HTTP requests answered, by route (the mux pattern, or unmatched) and status code.",
-		}, []string{"route", "code"}),
+			Help: "HTTP requests answered, by route (the mux pattern, or unmatched), status code and outcome (forbidden for a 403 for a scope the key lacks, else empty).",
+		}, []string{"route", "code", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "petstore_http_request_duration_seconds",
 			Help:    "Time from receiving a request to the end of its handler, by route.",
@@ -75,7 +76,7 @@ func newMetrics(st *store) *metrics {
 		}, []string{"answer"}),
 		forbidden: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "petstore_forbidden_total",
-			Help: "Requests with a valid API key refused 403 (outcome forbidden) for lacking the operation's scope, by caller label and the scope lacked.",
+			Help: "Requests with a valid API key refused 403 (outcome forbidden) for lacking a scope, by caller label and the scope lacked (empty when the answer did not name it).",
 		}, []string{"caller", "scope"}),
 	}
 	m.registry.MustRegister(
@@ -149,7 +150,8 @@ func (c keyExpiryCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// keyForbidden counts a request refused for lacking a scope.
+// keyForbidden counts a request refused for lacking a scope, by its key's
+// caller label and the scope, "" when the answer did not name it.
 func (m *metrics) keyForbidden(caller string, need scope) {
 	m.forbidden.WithLabelValues(caller, string(need)).Inc()
 }
@@ -180,13 +182,13 @@ func (m *metrics) deprecatedCall(operation, caller string) {
 }
 
 // observeRequest records one answered request.
-func (m *metrics) observeRequest(route string, status int, elapsed time.Duration) {
-	key := routeStatus{route: route, status: status}
+func (m *metrics) observeRequest(route string, status int, outcome string, elapsed time.Duration) {
+	key := routeStatus{route: route, status: status, outcome: outcome}
 	m.cacheMu.RLock()
 	o, ok := m.byRoute[key]
 	m.cacheMu.RUnlock()
 	if !ok {
-		o = requestObservers{requests: m.requests.WithLabelValues(route, strconv.Itoa(status)), duration: m.duration.WithLabelValues(route)}
+		o = requestObservers{requests: m.requests.WithLabelValues(route, strconv.Itoa(status), outcome), duration: m.duration.WithLabelValues(route)}
 		m.cacheMu.Lock()
 		m.byRoute[key] = o
 		m.cacheMu.Unlock()

@@ -26,9 +26,12 @@ type requestInfo struct {
 	// it came from (see clientAddr), logged with it.
 	authFailed bool
 	client     string
-	// forbidden says the key was valid but lacked the operation's scope
-	// (see requireScope): the access log's outcome is "forbidden".
+	// forbidden says the key was valid but lacked a scope: the answer is a
+	// 403 insufficient_scope, which writeError marks whoever wrote it. Its
+	// outcome is "forbidden" in the access log and the metrics, and lacked
+	// is the scope, when the answer named it (writeInsufficientScope).
 	forbidden bool
+	lacked    scope
 	// keyID and scopes are the identity and the scopes of the API key that
 	// authenticated the request (see keyIdentity and callerScopes), when
 	// keyed says one did. They are kept here, not in context values of
@@ -62,6 +65,12 @@ const (
 // (no one is there to read it); it is counted apart from the server's
 // errors, under nginx's code for a closed client request.
 const statusClientGone = 499
+
+// outcomeForbidden is the outcome of a request whose valid key lacked a
+// scope (see requestInfo.forbidden): the access log's outcome attribute and
+// the outcome label of petstore_http_requests_total. Every other request has
+// none.
+const outcomeForbidden = "forbidden"
 
 // requestInfoKey is the context key of the *requestInfo.
 type requestInfoKey struct{}
@@ -138,7 +147,12 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.observeRequest(route, status, elapsed)
+		outcome := ""
+		if info.forbidden {
+			outcome = outcomeForbidden
+			m.keyForbidden(info.caller, info.lacked)
+		}
+		m.observeRequest(route, status, outcome, elapsed)
 		level := slog.LevelInfo
 		if route == "GET /healthz" || route == "GET /readyz" {
 			level = slog.LevelDebug

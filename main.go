@@ -19,14 +19,18 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	// Imported for its initialiser, which ignores SIGHUP before the
+	// dependencies' initialisers run (main's first line comes after them).
+	_ "petstore/internal/nohup"
 )
 
 func main() {
 	// SIGHUP asks for a key reload, and its default action would end the
-	// process, which systemd does not restart. It is ignored from the first
-	// line on, so that a reload sent while the service starts never kills
-	// it; run takes it over before it reads the keys.
-	signal.Ignore(syscall.SIGHUP)
+	// process, which systemd does not restart. It is ignored since the
+	// initialiser of internal/nohup, well before this line, so that a reload
+	// sent while the service starts never kills it; run takes it over before
+	// it reads the keys.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
@@ -388,7 +392,7 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *fe
 	keyed := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, h) }
 	auth := func(h http.Handler) http.Handler { return keyed(limitRate(limiter, log, h)) }
 	scoped := func(rt route) http.Handler {
-		h := limitRate(limiter, log, requireScope(rt.scope, m.keyForbidden, log, rt.handler))
+		h := limitRate(limiter, log, requireScope(rt.scope, log, rt.handler))
 		if rt.tickets {
 			return requireKeyOrTicket(events, keys, guard, keyed, h)
 		}

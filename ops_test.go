@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -349,21 +350,11 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	}
 	// value returns the value of the series of family with exactly labels.
 	value := func(family string, labels map[string]string) float64 {
-		f := families[family]
-		if f == nil {
+		if families[family] == nil {
 			t.Errorf("no metric family %s", family)
 			return -1
 		}
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			if cmp.Equal(labels, got) {
-				return seriesValue(m)
-			}
-		}
-		return 0
+		return seriesIn(families, family, labels)
 	}
 	key1 := callerLabel(testSecret, testKey)
 	key2 := callerLabel(testSecret, otherTestKey)
@@ -830,6 +821,148 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	}
 }
 
+// TestForbiddenIsAnOutcomeInTheLogAndTheMetrics: every 403 for a scope the
+// key lacks, whether requireScope or a handler answers it (through
+// writeError, with the code insufficient_scope), has the outcome forbidden
+// and its caller in the access line, in both log formats, and is counted with
+// that outcome in petstore_http_requests_total and by caller in
+// petstore_forbidden_total; other answers have no outcome.
+func TestForbiddenIsAnOutcomeInTheLogAndTheMetrics(t *testing.T) {
+	t.Parallel()
+	const (
+		readerKey = "reader-key-0123456789abcdef"
+		adminKey  = "admin-key-0123456789abcdef"
+	)
+	keyFile := func(t *testing.T) string {
+		path := filepath.Join(t.TempDir(), "keys")
+		writeFile(t, path, readerKey+" reader scopes=pets:read\n"+adminKey+" admin scopes=*\n")
+		return path
+	}
+	// viaRun serves the whole program, run, with a key file, in a log
+	// format.
+	viaRun := func(format string) func(t *testing.T) (string, *syncBuffer) {
+		return func(t *testing.T) (string, *syncBuffer) {
+			keyFile := keyFile(t)
+			rs := startRun(t, map[string]string{
+				"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": filepath.Join(t.TempDir(), "pets.db"),
+				"PETSTORE_API_KEYS_FILE": keyFile, "PETSTORE_LOG_FORMAT": format,
+			})
+			return rs.URL, rs.Stderr
+		}
+	}
+	// viaHandler serves a route whose handler, past the key check, refuses
+	// the key itself, as a handler that finds the key lacks a scope beyond
+	// its route's does: through writeError, with no header of its own.
+	viaHandler := func(t *testing.T) (string, *syncBuffer) {
+		logs := &syncBuffer{}
+		log := slogTo(logs)
+		st, err := openStore(t.Context(), filepath.Join(t.TempDir(), "pets.db"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		m := newMetrics(st)
+		keys, err := loadKeyring("", keyFile(t), testSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		guard := authGuard{throttle: newAuthThrottle(0, time.Now), failures: m.authFailed, now: time.Now}
+		keyed := func(h http.Handler) http.Handler { return requireKey(keys, guard, log, h) }
+		mux := http.NewServeMux()
+		mux.Handle("POST /v1/pets", keyed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, r, log, errorf(codeInsufficientScope, "this API key may not subscribe to these events"))
+		})))
+		mux.Handle("GET /metrics", keyed(m.handler()))
+		srv := httptest.NewServer(observe(log, m, routeErrors(log, mux, keyed)))
+		t.Cleanup(srv.Close)
+		return srv.URL, logs
+	}
+	tests := []struct {
+		rule         string
+		serve        func(t *testing.T) (string, *syncBuffer)
+		format       string
+		scope        string // petstore_forbidden_total's scope label
+		authenticate string // the WWW-Authenticate header of the 403
+	}{
+		{"requireScope's 403, text log", viaRun("text"), "text", "pets:write", `Bearer error="insufficient_scope", scope="pets:write"`},
+		{"requireScope's 403, JSON log", viaRun("json"), "json", "pets:write", `Bearer error="insufficient_scope", scope="pets:write"`},
+		{"a handler's 403 through writeError", viaHandler, "json", "", `Bearer error="insufficient_scope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			t.Parallel()
+			url, logs := tt.serve(t)
+			request := func(key, id string) response {
+				return doRequest(t, url, "POST", "/v1/pets", `{"name":"Rex","status":"available"}`,
+					map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json", "X-Request-Id": id})
+			}
+			res := request(readerKey, "the-403")
+			wantError(t, res, http.StatusForbidden, codeInsufficientScope)
+			if got := res.Header.Get("WWW-Authenticate"); got != tt.authenticate {
+				t.Errorf("WWW-Authenticate = %q, want %q", got, tt.authenticate)
+			}
+			request("not-a-key-0123456789abcdef", "the-401")
+			metrics := doRequest(t, url, "GET", "/metrics", "", bearer(adminKey)).Body
+
+			// The access lines by request id, the unknowable fields left
+			// out; a line without an outcome has none to show.
+			lines := map[string]map[string]string{}
+			for line := range strings.Lines(logs.String()) {
+				fields := map[string]string{}
+				if tt.format == "text" {
+					for _, f := range strings.Fields(line) {
+						k, v, _ := strings.Cut(f, "=")
+						fields[k] = v
+					}
+				} else {
+					var r logRecord
+					if err := json.Unmarshal([]byte(line), &r); err != nil {
+						t.Fatalf("log line %q: %v", line, err)
+					}
+					for k, v := range r {
+						fields[k] = fmt.Sprint(v)
+					}
+				}
+				if id := fields["request_id"]; fields["msg"] == "request" && id != "" {
+					for _, unknowable := range []string{"time", "duration", "bytes", "client", "unlogged_auth_failures"} {
+						delete(fields, unknowable)
+					}
+					lines[id] = fields
+				}
+			}
+			want := map[string]map[string]string{
+				"the-403": {"level": "INFO", "msg": "request", "method": "POST", "path": "/v1/pets", "status": "403", "request_id": "the-403", "caller": "reader", "outcome": "forbidden"},
+			}
+			wantEmptyCaller := `""`
+			if tt.format == "json" {
+				wantEmptyCaller = ""
+			}
+			want["the-401"] = map[string]string{"level": "INFO", "msg": "request", "method": "POST", "path": "/v1/pets", "status": "401", "request_id": "the-401", "caller": wantEmptyCaller}
+			for id, w := range want {
+				if diff := cmp.Diff(w, lines[id]); diff != "" {
+					t.Errorf("access line of %s mismatch (-want +got):\n%s", id, diff)
+				}
+			}
+
+			byCaller := map[string]string{"caller": "reader"}
+			if tt.scope != "" {
+				byCaller["scope"] = tt.scope
+			}
+			got := map[string]float64{
+				"requests 403 forbidden": metricValue(t, metrics, "petstore_http_requests_total", map[string]string{"route": "POST /v1/pets", "code": "403", "outcome": "forbidden"}),
+				"requests 403":           metricValue(t, metrics, "petstore_http_requests_total", map[string]string{"route": "POST /v1/pets", "code": "403"}),
+				"requests 401":           metricValue(t, metrics, "petstore_http_requests_total", map[string]string{"route": "POST /v1/pets", "code": "401"}),
+				"forbidden by caller":    metricValue(t, metrics, "petstore_forbidden_total", byCaller),
+				"401s unauthorized":      metricValue(t, metrics, "petstore_auth_failures_total", map[string]string{"answer": "unauthorized"}),
+			}
+			wantMetrics := map[string]float64{"requests 403 forbidden": 1, "requests 403": 0, "requests 401": 1, "forbidden by caller": 1, "401s unauthorized": 1}
+			if diff := cmp.Diff(wantMetrics, got); diff != "" {
+				t.Errorf("metrics mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // metricValue reads one series from a /metrics answer: the value of the
 // metric name whose labels are exactly labels, 0 when there is none.
 func metricValue(t *testing.T, body []byte, name string, labels map[string]string) float64 {
@@ -849,12 +982,15 @@ func metricFamilies(t *testing.T, body []byte) map[string]*dto.MetricFamily {
 }
 
 // seriesIn is the value of the series of name with exactly labels in
-// families, 0 if there is none.
+// families, 0 if there is none. A label with an empty value is no label, as
+// Prometheus reads it (the outcome of petstore_http_requests_total).
 func seriesIn(families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
 	for _, m := range families[name].GetMetric() {
 		got := map[string]string{}
 		for _, l := range m.GetLabel() {
-			got[l.GetName()] = l.GetValue()
+			if l.GetValue() != "" {
+				got[l.GetName()] = l.GetValue()
+			}
 		}
 		if cmp.Equal(labels, got) {
 			return seriesValue(m)

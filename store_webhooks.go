@@ -43,6 +43,7 @@ const (
 	sqlRenewLeases       = "UPDATE webhooks SET lease_until = ? WHERE lease_owner = ? RETURNING id"
 	sqlReleaseLeases     = "UPDATE webhooks SET lease_owner = NULL, lease_until = 0 WHERE lease_owner = ?"
 	sqlReleaseLease      = "UPDATE webhooks SET lease_owner = NULL, lease_until = 0 WHERE id = ? AND lease_owner = ?"
+	sqlFreeLeases        = "UPDATE webhooks SET lease_owner = NULL, lease_until = 0 WHERE lease_owner IS NOT NULL"
 	sqlDelivered         = "UPDATE webhooks SET delivered_through = ?, attempts = 0, first_failure_at = NULL, next_attempt_at = NULL WHERE id = ? AND lease_owner = ? AND delivered_through < ?"
 	sqlAttemptFailed     = "UPDATE webhooks SET attempts = ?, first_failure_at = ?, next_attempt_at = ? WHERE id = ? AND lease_owner = ? AND delivered_through = ?"
 	sqlGiveUp            = "UPDATE webhooks SET status = 'failing', status_reason = ?, attempts = ?, first_failure_at = ?, next_attempt_at = NULL WHERE id = ? AND lease_owner = ? AND delivered_through = ?"
@@ -55,7 +56,7 @@ const (
 // webhookStatements are the prepared statements of webhooks.
 type webhookStatements struct {
 	count, insert, selectOne, selectOneTx, list, listBy, update, remove, rotate *sql.Stmt
-	candidates, takeLease, renewLeases, releaseLeases, releaseLease             *sql.Stmt
+	candidates, takeLease, renewLeases, releaseLeases, releaseLease, freeLeases *sql.Stmt
 	delivered, attemptFailed, giveUp, passOver, insertDelivery                  *sql.Stmt
 	listDeliveries, pruneDeliveries, eventsEndTx                                *sql.Stmt
 }
@@ -77,6 +78,7 @@ func (ws *webhookStatements) statements(s *store) []statement {
 		{s.writer, &ws.renewLeases, sqlRenewLeases},
 		{s.writer, &ws.releaseLeases, sqlReleaseLeases},
 		{s.writer, &ws.releaseLease, sqlReleaseLease},
+		{s.writer, &ws.freeLeases, sqlFreeLeases},
 		{s.writer, &ws.delivered, sqlDelivered},
 		{s.writer, &ws.attemptFailed, sqlAttemptFailed},
 		{s.writer, &ws.giveUp, sqlGiveUp},
@@ -505,6 +507,22 @@ func (s *store) releaseWebhookLeases(ctx context.Context, owner string, id int64
 		return tx.exec("release webhook lease", tx.st.webhookStmts.releaseLease, id, owner)
 	})
 	return err
+}
+
+// freeLeftWebhookLeases frees, on SQLite, every lease of a subscription, and
+// returns how many there were. It runs as the dispatcher starts: a SQLite
+// file is served by one process (docs/scaling.md), so a lease found then was
+// left by a process that died (SIGKILL, a crash, a power cut) without
+// releasing it, and waiting for it to expire would hold back deliveries for
+// up to -webhook-lease. On PostgreSQL a lease may be a live replica's: they
+// are kept, and expire as they would.
+func (s *store) freeLeftWebhookLeases(ctx context.Context) (int64, error) {
+	if s.dialect == postgresDialect {
+		return 0, nil
+	}
+	return write(ctx, s, func(tx *txn) (int64, error) {
+		return tx.exec("free webhook leases", tx.st.webhookStmts.freeLeases)
+	})
 }
 
 // attemptOutcome is what became of an attempt, for recordAttempt.

@@ -43,7 +43,9 @@ import (
 // once it has expired, so within leaseTTL plus a tick of the holder's
 // death. A worker whose lease may have run out is cancelled before it
 // could overlap with the next holder, and every write it makes is fenced by
-// the lease (see store_webhooks.go).
+// the lease (see store_webhooks.go). On SQLite, whose file one process
+// serves, a dispatcher takes over every lease as it starts: one left in the
+// file is a dead process's (see freeLeftWebhookLeases).
 
 // The webhooks' settings and limits.
 const (
@@ -231,6 +233,11 @@ func (d *dispatcher) run(ctx context.Context) {
 			d.log.Warn("webhook leases not released; other replicas take them over when they expire", "err", err)
 		}
 	}()
+	if n, err := d.st.freeLeftWebhookLeases(ctx); err != nil && ctx.Err() == nil {
+		d.log.Warn("webhook leases of a previous process not freed; they are taken over when they expire", "err", err)
+	} else if n > 0 {
+		d.log.Info("webhook leases of a previous process taken over", "subscriptions", n)
+	}
 	tick := time.NewTicker(d.cfg.tick())
 	defer tick.Stop()
 	var prunedDeliveries int64

@@ -902,19 +902,27 @@ func TestWebhookSettings(t *testing.T) {
 	})
 }
 
+// TestWebhookDeliveryCutBySIGKILLIsSentAgain kills the process while a
+// delivery is in flight, with the default lease (10 s): the restarted
+// process sends the event again, with its webhook-id, at once, without
+// waiting for the dead process's lease, since a SQLite file is one
+// process's.
 func TestWebhookDeliveryCutBySIGKILLIsSentAgain(t *testing.T) {
 	bin := buildBinary(t)
 	db := filepath.Join(t.TempDir(), "pets.db")
 	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + db, "PETSTORE_API_KEYS=" + testKey,
-		"PETSTORE_WEBHOOK_ALLOW_PRIVATE=1", "PETSTORE_WEBHOOK_LEASE=1s", "PETSTORE_LOG_FORMAT=json"}
+		"PETSTORE_WEBHOOK_ALLOW_PRIVATE=1", "PETSTORE_LOG_FORMAT=json"}
 	rc := newReceiver(t)
-	held := make(chan struct{})
+	held, again := make(chan struct{}), make(chan struct{})
 	rc.setAnswer(func(n int, r *http.Request, _ http.ResponseWriter) int {
-		if n == 1 {
+		switch n {
+		case 1:
 			// The first delivery is held until the service dies under it.
 			close(held)
 			<-r.Context().Done()
 			return 0
+		case 2:
+			close(again)
 		}
 		return http.StatusOK
 	})
@@ -931,8 +939,14 @@ func TestWebhookDeliveryCutBySIGKILLIsSentAgain(t *testing.T) {
 	first.Cmd.Process.Kill()
 	first.Cmd.Wait()
 
+	restarted := time.Now()
 	second := startBinary(t, bin, env...)
-	eventually(t, "the delivery sent again after the restart", func() bool { return len(rc.requests()) >= 2 })
+	select {
+	case <-again:
+		t.Logf("the delivery was sent again %v after the restart began", time.Since(restarted).Round(time.Millisecond))
+	case <-time.After(defaultWebhookLease / 2):
+		t.Fatalf("the delivery was not sent again within %v of the restart: the restart waits for the dead process's lease (%v)", defaultWebhookLease/2, defaultWebhookLease)
+	}
 	ids := rc.ids()
 	if ids[0] != ids[1] {
 		t.Errorf("webhook-ids %v: the retry after the crash has another id", ids)
@@ -947,6 +961,49 @@ func TestWebhookDeliveryCutBySIGKILLIsSentAgain(t *testing.T) {
 	eventually(t, "the delivery recorded", func() bool {
 		return len(listAll[deliveryJSON](t, second.URL, "/v1/webhooks/1/deliveries", nil, nil)) == 1
 	})
+}
+
+// TestWebhookLeaseLeftByADeadProcess: a lease left in the database by a
+// process that died (it will never renew it) holds its subscription back
+// on PostgreSQL until it expires, since it may be a live replica's; on
+// SQLite, whose file one process serves, a starting dispatcher takes it
+// over at once.
+func TestWebhookLeaseLeftByADeadProcess(t *testing.T) {
+	ts := newTestServer(t)
+	rc := newReceiver(t)
+	arrived := make(chan time.Time, 1)
+	rc.setAnswer(func(n int, _ *http.Request, _ http.ResponseWriter) int {
+		if n == 1 {
+			arrived <- time.Now()
+		}
+		return http.StatusOK
+	})
+	sub := subscribe(t, ts, fmt.Sprintf(`{"url": %q}`, rc.srv.URL))
+	ts.createPet(t, "Rex", 1, "")
+	const left = 3 * time.Second // what remains of the dead process's lease
+	until := time.Now().Add(left)
+	if err := ts.exec(t, "UPDATE webhooks SET lease_owner = ?, lease_until = ? WHERE id = ?", "a-dead-process", until.UnixMilli(), sub.ID); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	startDispatcher(t, ts, fastWebhooks)
+	var at time.Time
+	select {
+	case at = <-arrived:
+	case <-time.After(left + 10*time.Second):
+		t.Fatalf("no delivery within %v of the lease's expiry", 10*time.Second)
+	}
+	t.Logf("on %s, delivered %v after the dispatcher started, the lease expiring %v after it", ts.Store.dialect.name,
+		at.Sub(started).Round(time.Millisecond), until.Sub(started).Round(time.Millisecond))
+	if ts.Store.dialect == postgresDialect {
+		if at.Before(until) {
+			t.Errorf("on PostgreSQL, delivered %v before the lease expired: a lease that may be a live replica's was taken", until.Sub(at))
+		}
+		return
+	}
+	if limit := started.Add(left / 3); at.After(limit) {
+		t.Errorf("on SQLite, delivered %v after the dispatcher started, want within %v: it waited for the dead process's lease", at.Sub(started), left/3)
+	}
 }
 
 func TestWebhookRetrySchedule(t *testing.T) {
