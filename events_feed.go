@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -79,7 +78,8 @@ type feed struct {
 // stream is one open Server-Sent Events stream.
 type stream struct {
 	mu     sync.Mutex
-	cursor int64 // the newest event id it examined
+	cursor int64    // the newest event id it examined
+	want   typeMask // the types it sends
 }
 
 // newFeed returns the feed of st, whose streams end when their key is no
@@ -285,8 +285,13 @@ func (f *feed) servePage(w http.ResponseWriter, r *http.Request, q eventsQuery) 
 	switch {
 	case len(events) > 0:
 		last = events[len(events)-1].ID
-	case !q.hasAfter:
+	case !q.hasAfter && readableTypes(r.Context(), nil) == nil:
 		last = bounds.end
+	case !q.hasAfter:
+		// The feed's end may be the id of an event the key may not
+		// read, which would tell it that something happened (as a
+		// bookmark would): the prune mark tells only the retention.
+		last = bounds.prunedThrough
 	}
 	w.Header().Set("Link", q.nextLink(last))
 	writeBody(w, http.StatusOK, eventsBody(events))
@@ -352,7 +357,8 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 	tail := f.st.events
 	tail.subscribe()
 	defer tail.unsubscribe()
-	wake := tail.wait()
+	want, readable := maskOf(q.types), maskOf(readableTypes(ctx, nil))
+	wake := tail.waitFor(want)
 	bounds, err := f.st.eventBounds(ctx)
 	if err != nil {
 		writeError(w, r, f.log, err)
@@ -369,7 +375,6 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 		writeError(w, r, f.log, cursorExpired(cursor, bounds.prunedThrough))
 		return
 	}
-	s.setCursor(cursor)
 
 	rc := http.NewResponseController(w)
 	// The stream outlives the server's read timeout; its writes have their
@@ -400,21 +405,23 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 		defer t.Stop()
 		expiry = t.C
 	}
-	// readable is what the key may read whatever the filter asked for:
-	// only a readable event may move a bookmark (see below).
-	readable := eventsQuery{types: readableTypes(ctx, nil)}
+	// lastReadable is the newest event examined that the key may read,
+	// whatever the filter asked for: only such an event may move a
+	// bookmark (see below).
 	lastFrame := cursor    // the id of the last frame sent that carried one
 	lastReadable := cursor // the newest event examined that the key may read
+	s.setCursor(cursor, want)
 	var events []Event
+	beat := false // the heartbeat is due: after the read, a frame must go
 	for {
 		// Read and send everything after the cursor, a batch at a time:
-		// from the tail while the cursor is within it, else from the table.
+		// from the tail while it can tell, else from the table.
+		sent := false
 		for {
-			var fromTail bool
-			events, fromTail = tail.after(cursor, events)
+			r, fromTail := tail.read(cursor, want, readable, events)
 			if !fromTail {
 				var prunedThrough int64
-				events, prunedThrough, err = f.st.streamEvents(ctx, cursor)
+				r.events, prunedThrough, err = f.st.streamEvents(ctx, cursor)
 				if err != nil {
 					if ctx.Err() == nil {
 						f.log.WarnContext(ctx, "event stream ended: reading the events failed", "err", err)
@@ -428,7 +435,21 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 					// gets the 410 that says so.
 					return
 				}
+				r.cursor, r.more = cursor, len(r.events) == streamReadBatch
+				all := r.events
+				r.events = r.events[:0]
+				for _, ev := range all {
+					r.cursor = ev.ID
+					bit := typeBit(ev.Type)
+					if readable&bit != 0 {
+						r.readable = ev.ID
+					}
+					if want&bit != 0 {
+						r.events = append(r.events, ev)
+					}
+				}
 			}
+			events = r.events
 			// Checked after the read: every event read was committed
 			// before this check, so none committed after the key ended is
 			// ever sent.
@@ -437,40 +458,24 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 				return
 			}
 			buf = buf[:0]
-			for _, ev := range events {
-				cursor = ev.ID
-				if readable.wants(ev.Type) {
-					lastReadable = ev.ID
-				}
-				if !q.wants(ev.Type) {
-					continue
-				}
+			for _, ev := range r.events {
 				buf = appendEventFrame(buf, ev)
 				lastFrame = ev.ID
 			}
-			s.setCursor(cursor)
+			cursor, lastReadable = r.cursor, max(lastReadable, r.readable)
+			s.setCursor(cursor, want)
 			if len(buf) > 0 {
 				if !f.send(rc, w, buf) {
 					return
 				}
+				sent = true
 				heartbeat.Reset(f.cfg.heartbeat)
 			}
-			if len(events) < streamReadBatch {
+			if !r.more {
 				break
 			}
 		}
-		select {
-		case <-wake:
-		case <-keys.replaced:
-			keys = f.keys.keys()
-			continue // checked by the read above
-		case <-expiry:
-			continue
-		case <-heartbeat.C:
-			if end := f.keyEnded(opened); end != nil {
-				f.send(rc, w, end)
-				return
-			}
+		if beat && !sent {
 			buf = buf[:0]
 			if lastReadable > lastFrame {
 				// Events the key may read were examined and skipped by
@@ -489,13 +494,27 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 				return
 			}
 			heartbeat.Reset(f.cfg.heartbeat)
+		}
+		beat = false
+		select {
+		case <-wake:
+		case <-keys.replaced:
+			keys = f.keys.keys()
+			continue // checked by the read above
+		case <-expiry:
+			continue
+		case <-heartbeat.C:
+			// The read above first: a stream woken only for what it
+			// wants learns there of the events it skipped, and checks its
+			// key.
+			beat = true
 			continue
 		case <-ctx.Done():
 			return
 		case <-f.shutdown:
 			return
 		}
-		wake = tail.wait()
+		wake = tail.waitFor(want)
 	}
 }
 
@@ -531,10 +550,11 @@ func (f *feed) keyEnded(k streamKey) []byte {
 	return append(append([]byte("event: end\ndata: "), body...), "\n\n"...)
 }
 
-// setCursor records the newest event id the stream examined.
-func (s *stream) setCursor(id int64) {
+// setCursor records the newest event id the stream examined, and the types
+// it sends.
+func (s *stream) setCursor(id int64, want typeMask) {
 	s.mu.Lock()
-	s.cursor = id
+	s.cursor, s.want = id, want
 	s.mu.Unlock()
 }
 
@@ -567,16 +587,20 @@ func appendEventFrame(dst []byte, ev Event) []byte {
 func (f *feed) lag() float64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	slowest := int64(math.MaxInt64)
+	last := f.st.events.last.Load()
+	slowest := last
 	for s := range f.streams {
 		s.mu.Lock()
-		slowest = min(slowest, s.cursor)
+		cursor, want := s.cursor, s.want
 		s.mu.Unlock()
+		// A stream that waits for types that have not come is not
+		// behind, however far its cursor is: nothing it would send is
+		// after it.
+		if !f.st.events.caughtUp(cursor, want) {
+			slowest = min(slowest, cursor)
+		}
 	}
-	if len(f.streams) == 0 {
-		return 0
-	}
-	return float64(max(0, f.st.events.last.Load()-slowest))
+	return float64(max(0, last-slowest))
 }
 
 // openStreams is how many streams are open.

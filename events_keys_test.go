@@ -258,3 +258,67 @@ func TestStreamsShareOneReadOfTheirEvents(t *testing.T) {
 		t.Errorf("%d streams read the table %d times for %d commits on SQLite, want none: the writer fills the tail", streams, reads, creates)
 	}
 }
+
+// TestAStreamSleepsThroughWhatItDoesNotWant: a stream is woken only for the
+// types it wants, and one that slept through more events than the tail
+// keeps still gets the next event it wants from the tail, without a read of
+// the table, when none of those it slept through was one it wants; its
+// bookmark then moves past them.
+func TestAStreamSleepsThroughWhatItDoesNotWant(t *testing.T) {
+	ts := newTestServer(t, withFeed(feedConfig{heartbeat: 50 * time.Millisecond, retention: time.Hour, maxStreams: 10}))
+	s, res := openStream(t, ts.URL, "?type=order.*", nil)
+	if res.Status != http.StatusOK {
+		t.Fatalf("open: %d %s", res.Status, res.Body)
+	}
+	before := ts.Store.streamReads.Load()
+	const pets = tailEvents + tailEvents/2 + 10 // past the tail, in one commit
+	if _, err := write(t.Context(), ts.Store, func(tx *txn) (struct{}, error) {
+		for i := range pets {
+			if _, err := tx.insertPet(newPet{Name: fmt.Sprint("p", i), CategoryID: 1, Status: statusAvailable}); err != nil {
+				return struct{}{}, err
+			}
+		}
+		return struct{}{}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res := ts.do(t, "POST", "/v1/store/orders", `{"petId":1}`, nil); res.Status != http.StatusCreated {
+		t.Fatalf("place: %d %s", res.Status, res.Body)
+	}
+	// Event pets+1 is the order, pets+2 its pet's update. A heartbeat while
+	// the pets' events came in may send a bookmark among them first.
+	f := s.nextEvent(t)
+	for f.Event == "bookmark" {
+		f = s.nextEvent(t)
+	}
+	if f.Event != eventOrderPlaced || f.ID != strconv.Itoa(pets+1) {
+		t.Fatalf("the first event %+v, want order.placed with id %d", f, pets+1)
+	}
+	if diff := cmp.Diff(sseFrame{ID: strconv.Itoa(pets + 2), Event: "bookmark", Data: "{}"}, s.nextEvent(t)); diff != "" {
+		t.Fatalf("the frame after the order mismatch (-want +got):\n%s", diff)
+	}
+	if reads := ts.Store.streamReads.Load() - before; reads != 0 && ts.Store.dialect != postgresDialect {
+		t.Errorf("the stream read the table %d times, want none: the tail tells it that nothing it wants left it", reads)
+	}
+}
+
+// TestAnEmptyPageNeverTellsTheIDOfAnEventTheKeyMayNotRead: a first page
+// without a cursor and without events links to the feed's end for a key
+// that may read every type, but only to the prune mark for one that may not:
+// the end may be the id of an event it may not see.
+func TestAnEmptyPageNeverTellsTheIDOfAnEventTheKeyMayNotRead(t *testing.T) {
+	const ordersKey = "orders-reader-0123456789"
+	ts := newServerWithKeyFile(t, testKey+" admin\n"+ordersKey+" orders scopes=orders:read,events:read\n", time.Now)
+	ts.createPet(t, "Rex", 1, "") // event 1, a pet's
+	for _, tt := range []struct {
+		key, want string
+	}{
+		{testKey, "</v1/events?after=1&limit=100&type=order.%2A>; rel=\"next\""},
+		{ordersKey, "</v1/events?after=0&limit=100>; rel=\"next\""},
+	} {
+		res := ts.do(t, "GET", "/v1/events"+map[string]string{testKey: "?type=order.*", ordersKey: ""}[tt.key], "", bearer(tt.key))
+		if diff := cmp.Diff(tt.want, res.Header.Get("Link")); diff != "" {
+			t.Errorf("Link for %s mismatch (-want +got):\n%s", callerLabel(testSecret, tt.key), diff)
+		}
+	}
+}

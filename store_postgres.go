@@ -130,11 +130,11 @@ func (s *store) listenForEvents(ctx context.Context, cfg *pgx.ConnConfig) {
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
 			if _, err = conn.Exec(ctx, "LISTEN "+eventsChannel); err == nil {
-				s.events.want()
+				s.events.heard()
 				for err == nil {
 					_, err = conn.WaitForNotification(ctx)
 					if err == nil {
-						s.events.want()
+						s.events.heard()
 					}
 				}
 			}

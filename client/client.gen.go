@@ -1386,7 +1386,7 @@ type ClientInterface interface {
 	//
 	// Two forms of the same events, chosen by `Accept`:
 	//
-	// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+	// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event; for a key that may not read every type, after the highest pruned id instead, since the newest may be an event it may not see), with the same `limit` and `type`, so a poller follows it for ever.
 	// - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
 	//
 	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
@@ -1733,7 +1733,7 @@ type ClientInterface interface {
 //
 // Two forms of the same events, chosen by `Accept`:
 //
-// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event; for a key that may not read every type, after the highest pruned id instead, since the newest may be an event it may not see), with the same `limit` and `type`, so a poller follows it for ever.
 // - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
 //
 // A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
@@ -3522,7 +3522,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// Two forms of the same events, chosen by `Accept`:
 	//
-	// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+	// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event; for a key that may not read every type, after the highest pruned id instead, since the newest may be an event it may not see), with the same `limit` and `type`, so a poller follows it for ever.
 	// - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
 	//
 	// A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
@@ -7602,7 +7602,7 @@ func (r RotateWebhookSecretResponse) ContentType() string {
 //
 // Two forms of the same events, chosen by `Accept`:
 //
-// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event), with the same `limit` and `type`, so a poller follows it for ever.
+// - JSON (any other `Accept`, or none): a page of at most `limit` events with an id greater than `after`, from the oldest event kept when `after` is absent. The `Link` header is always there, on an empty or last page too: it points after the last event of the page (or after `after`, or, without `after` and events, after the newest event; for a key that may not read every type, after the highest pruned id instead, since the newest may be an event it may not see), with the same `limit` and `type`, so a poller follows it for ever.
 // - `Accept: text/event-stream`: a Server-Sent Events stream of the events after `Last-Event-ID` (which wins), else after `after`, else of the events committed from now on; `limit` does not apply. Open streams are capped per API key (100 by default, the operator's `-events-max-streams`; past it, 429) and count against the connection cap.
 //
 // A browser's EventSource cannot send an Authorization header, and a key in a URL leaks into logs and history: get a single-use ticket with createEventTicket and open the stream with `?ticket=` and no Authorization header (the `eventTicket` scheme). With an Authorization header, a ticket is ignored.
