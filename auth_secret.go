@@ -18,10 +18,6 @@ import (
 // key against it. Every process serving one database must use the same
 // secret: replicas are given the same file (-secret-file).
 
-// minSecretLen is the shortest secret accepted, in bytes: 256 bits when it is
-// random, as the generated one is.
-const minSecretLen = 32
-
 // maxSecretFileLen bounds what is read of a secret file.
 const maxSecretFileLen = 4096
 

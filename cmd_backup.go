@@ -127,16 +127,3 @@ func vacuumInto(ctx context.Context, src, dst string) error {
 	// it is named, and the name before the backup is said to be done.
 	return syncPath(dst)
 }
-
-// syncPath fsyncs a file or directory.
-func syncPath(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	return nil
-}

@@ -41,7 +41,7 @@ func runKeysNew(args []string, now time.Time, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("petstore keys new", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	label := fs.String("label", "", "the caller's name in logs and metrics: 1 to 64 letters, digits, '.', '_' or '-'")
-	scopes := fs.String("scopes", string(scopeAll), "comma-separated scopes: pets:read, pets:write, orders:read, orders:write, events:read, webhooks:write, or * for every scope")
+	scopes := fs.String("scopes", string(scopeAll), "comma-separated scopes, without spaces (* is every scope):"+scopeHelp())
 	expires := fs.String("expires", "", "when the key stops working: a number of days (90d), a date (2027-03-01, UTC) or an RFC 3339 time; default: never")
 	file := fs.String("file", "", "key file to append the key's line to (created with mode 0600 if missing); default: print the line")
 	if err := fs.Parse(args); err != nil {

@@ -7,24 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
-
-// configError is a start-up setting that cannot work; main exits with code 2
-// for it, before anything listens.
-type configError struct {
-	setting string // the flag or variable, as the user would type it, or the file at fault
-	problem string
-}
-
-func (e *configError) Error() string { return e.setting + ": " + e.problem }
 
 // config is everything the service reads at start-up.
 type config struct {
@@ -84,12 +72,6 @@ const (
 	defaultEventsMaxStreams = 100
 )
 
-// defaultFeedConfig is the feed's settings when none is given: the flags'
-// defaults.
-func defaultFeedConfig() feedConfig {
-	return feedConfig{retention: defaultEventsRetention, heartbeat: defaultEventsHeartbeat, maxStreams: defaultEventsMaxStreams}
-}
-
 // check refuses feed settings that cannot work.
 func (c feedConfig) check() error {
 	switch {
@@ -101,20 +83,6 @@ func (c feedConfig) check() error {
 		return &configError{settingName("events-max-streams"), fmt.Sprintf("%d is not positive; a key needs at least one stream", c.maxStreams)}
 	}
 	return nil
-}
-
-// envPrefix starts the name of every variable; the rest is the flag's name
-// in upper case with '-' as '_' (-read-timeout is PETSTORE_READ_TIMEOUT).
-const envPrefix = "PETSTORE_"
-
-// envName is the variable that sets the flag called name.
-func envName(flagName string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
-// settingName names a setting in errors as both ways of giving it.
-func settingName(flagName string) string {
-	return "-" + flagName + " (" + envName(flagName) + ")"
 }
 
 // versionFlag is the one flag that is not a setting.
@@ -258,19 +226,9 @@ func (cfg *config) check() error {
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return &configError{settingName("log-format"), fmt.Sprintf("%q is not text or json", cfg.logFormat)}
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"read-header-timeout", cfg.readHeaderTimeout},
-		{"read-timeout", cfg.readTimeout},
-		{"write-timeout", cfg.writeTimeout},
-		{"idle-timeout", cfg.idleTimeout},
-		{"shutdown-timeout", cfg.shutdownTimeout},
-	} {
-		if d.v < 0 {
-			return &configError{settingName(d.name), fmt.Sprintf("%v is negative; use 0 for no limit", d.v)}
-		}
+	if err := checkDurations(false, map[string]time.Duration{"read-header-timeout": cfg.readHeaderTimeout, "read-timeout": cfg.readTimeout,
+		"write-timeout": cfg.writeTimeout, "idle-timeout": cfg.idleTimeout, "shutdown-timeout": cfg.shutdownTimeout}); err != nil {
+		return err
 	}
 	if err := cfg.checkMaxConns(fileLimit()); err != nil {
 		return err
@@ -368,18 +326,6 @@ func (cfg *config) checkMaxConns(limit uint64) error {
 		cfg.maxConns = defaultMaxConns(limit)
 	case limit > 0 && uint64(cfg.maxConns)+connReserve > limit:
 		return &configError{settingName("max-conns"), fmt.Sprintf("%d connections do not fit the open-file limit of %d (ulimit -n) with the %d files the rest of the service needs; raise the limit or set at most %d", cfg.maxConns, limit, connReserve, int64(limit)-connReserve)}
-	}
-	return nil
-}
-
-// checkAddr accepts host:port with a numeric port (0 for any free port).
-func checkAddr(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port: %v", addr, err)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("%q has port %q; a port is a number from 0 to 65535", addr, port)
 	}
 	return nil
 }

@@ -32,8 +32,6 @@ import (
 const (
 	defaultEventsLimit = 100
 	maxEventsLimit     = 1000
-	// streamReadBatch is how many events a stream reads per query.
-	streamReadBatch = 100
 	// streamRetry is the reconnection delay a stream advises its client
 	// (the SSE retry field), in milliseconds.
 	streamRetry = 2000
@@ -114,40 +112,27 @@ type eventsQuery struct {
 // parameter it leaves to the authentication (see requireKeyOrTicket).
 func parseEventsQuery(raw string) (eventsQuery, error) {
 	q := eventsQuery{limit: defaultEventsLimit}
-	values, err := url.ParseQuery(raw)
-	if err != nil {
-		return q, errorf(codeInvalidParameter, "the query string is not valid URL encoding; parameters are after, limit, type and ticket, joined with '&'")
-	}
-	for name, vs := range values {
-		if len(vs) > 1 {
-			return q, errorf(codeInvalidParameter, "parameter %q is given %d times; give it at most once", abbreviate(name), len(vs))
-		}
-		v := vs[0]
-		switch name {
-		case "after":
+	err := parseQuery(raw, queryParams{operation: "listEvents", names: "after, limit, type and ticket", decode: map[string]func(string) error{
+		"after": func(v string) error {
 			n, ok := parseDecimal(v)
 			if !ok {
-				return q, errorf(codeInvalidParameter, "parameter after must be an event id: an integer from 0 to 9223372036854775807")
+				return errorf(codeInvalidParameter, "parameter after must be an event id: an integer from 0 to 9223372036854775807")
 			}
 			q.after, q.hasAfter = n, true
-		case "limit":
-			n, ok := parseDecimal(v)
-			if !ok || n < 1 || n > maxEventsLimit {
-				return q, errorf(codeInvalidParameter, "parameter limit must be an integer from 1 to %d", maxEventsLimit)
-			}
-			q.limit = int(n)
-		case "type":
+			return nil
+		},
+		"limit": func(v string) (err error) { q.limit, err = parseLimit(v, maxEventsLimit); return err },
+		"type": func(v string) error {
 			types, err := parseTypeFilter(v)
 			if err != nil {
-				return q, err
+				return err
 			}
 			q.types, q.typeFilter = types, canonicalTypeFilter(types)
-		case "ticket":
-		default:
-			return q, errorf(codeInvalidParameter, "unknown parameter %q; listEvents takes after, limit, type and ticket", abbreviate(name))
-		}
-	}
-	return q, nil
+			return nil
+		},
+		"ticket": func(string) error { return nil }, // the authentication's (see requireKeyOrTicket)
+	}})
+	return q, err
 }
 
 // parseTypeFilter reads the value of a type filter: event types and

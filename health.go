@@ -8,10 +8,6 @@ import (
 	"time"
 )
 
-// readyTimeout is how long the database may take to answer a readiness
-// check before the service reports itself not ready.
-const readyTimeout = 2 * time.Second
-
 // healthStatus is the body of a successful health or readiness check.
 type healthStatus struct {
 	Status string `json:"status"`

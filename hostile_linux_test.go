@@ -145,12 +145,8 @@ func TestAStreamWhoseClientStopsReadingIsClosed(t *testing.T) {
 	// kernel still holds for the client, and when the client sees the
 	// end, is the kernel's: a peer that stopped reading for long is only
 	// probed again after a back-off of seconds.)
-	deadline := time.Now().Add(10 * time.Second)
-	for state.Load() != http.StateClosed {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stalled stream's connection is %v after 10s, not closed; the server's log, but for access lines:\n%s", state.Load(), notAccessLines(ts.Log.String()))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitUntil(10*time.Second, 20*time.Millisecond, func() bool { return state.Load() == http.StateClosed }) {
+		t.Fatalf("the stalled stream's connection is %v after 10s, not closed; the server's log, but for access lines:\n%s", state.Load(), notAccessLines(ts.Log.String()))
 	}
 	if other := notAccessLines(ts.Log.String()); other != "" {
 		t.Errorf("the server logged more than requests; did the stream end for another reason?\n%s", other)

@@ -114,9 +114,6 @@ func (c *responseCache) bounded(maxBytes int64) *responseCache {
 	return c
 }
 
-// heldBytes is the size of the answers c holds now.
-func (c *responseCache) heldBytes() int64 { return c.bytes.Load() }
-
 // store puts e in slot and keeps c within its budget: the answers at the
 // clock hand are dropped until the cache holds no more than maxBytes (only
 // stores that run at the same moment can take it past, each by one answer).

@@ -465,3 +465,6 @@ func TestConsecutiveIdsShareNoSlot(t *testing.T) {
 		}
 	}
 }
+
+// heldBytes is the size of the answers c holds now.
+func (c *responseCache) heldBytes() int64 { return c.bytes.Load() }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"log/slog"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -279,6 +281,33 @@ func parseDecimal(s string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
+}
+
+// pathIDs says how to read the id of a path's wildcard: its name (petId),
+// and what the id names, in a 404's message.
+type pathIDs struct {
+	param string // the wildcard: "petId"
+	what  string // what the id is of: "pet"
+	ids   string // what the message calls the ids: "pet ids"
+}
+
+// The ids of the paths.
+var (
+	petIDs     = pathIDs{param: "petId", what: "pet", ids: "pet ids"}
+	orderIDs   = pathIDs{param: "orderId", what: "order", ids: "order ids"}
+	webhookIDs = pathIDs{param: "webhookId", what: "webhook subscription", ids: "subscription ids"}
+)
+
+// of reads the id of r's path. An id that cannot exist is something that
+// does not exist (the interface lists only 401 and 404 for getPet): it
+// answers 404 and returns false.
+func (p pathIDs) of(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int64, bool) {
+	raw := r.PathValue(p.param)
+	id, ok := parsePathID(raw)
+	if !ok {
+		writeError(w, r, log, errorf(codeNotFound, "no %s has id %q; %s are integers from 1 to 9223372036854775807", p.what, abbreviate(raw), p.ids))
+	}
+	return id, ok
 }
 
 // parsePathID reads a resource id from a path segment: a positive int64.

@@ -47,50 +47,74 @@ func (spec listSpec) parameters() string {
 	return "limit, status and after"
 }
 
-// parseListQuery validates the query string of a list. A value out of range
-// is an error, never silently corrected: a client asking for 500 items and
-// getting 100 would think it had them all.
-func parseListQuery(raw string, spec listSpec) (listQuery, error) {
-	q := listQuery{page: pageRequest{limit: defaultLimit}}
+// queryParams are the parameters a query string may hold, each with its
+// decoder, and how messages name them.
+type queryParams struct {
+	operation string                        // the operationId: listPets
+	names     string                        // the parameters, for messages: "limit, status and after"
+	decode    map[string]func(string) error // by parameter name
+}
+
+// parseQuery is what every query of the API shares: the query string must
+// be valid URL encoding, with each parameter at most once, and none that
+// the operation does not take; each value goes to its parameter's decoder.
+// A value out of range is an error, never silently corrected: a client
+// asking for 500 items and getting 100 would think it had them all.
+func parseQuery(raw string, qp queryParams) error {
 	values, err := url.ParseQuery(raw)
 	if err != nil {
-		return q, errorf(codeInvalidParameter, "the query string is not valid URL encoding; parameters are %s, joined with '&'", spec.parameters())
+		return errorf(codeInvalidParameter, "the query string is not valid URL encoding; parameters are %s, joined with '&'", qp.names)
 	}
 	for name, vs := range values {
 		if len(vs) > 1 {
-			return q, errorf(codeInvalidParameter, "parameter %q is given %d times; give it at most once", abbreviate(name), len(vs))
+			return errorf(codeInvalidParameter, "parameter %q is given %d times; give it at most once", abbreviate(name), len(vs))
 		}
-		v := vs[0]
-		switch name {
-		case "limit":
-			n, ok := parseDecimal(v)
-			if !ok || n < 1 || n > maxLimit {
-				return q, errorf(codeInvalidParameter, "parameter limit must be an integer from 1 to %d", maxLimit)
-			}
-			q.page.limit = int(n)
-		case "status":
-			if !slices.Contains(spec.statuses, v) {
-				return q, errorf(codeInvalidParameter, "parameter status must be one of %s", strings.Join(spec.statuses, ", "))
-			}
-			q.status = v
-		case "after":
-			n, ok := parseDecimal(v)
-			if !ok {
-				return q, errorf(codeInvalidParameter, "parameter after must be %s id: an integer from 0 to 9223372036854775807", article(spec.item))
-			}
-			q.page.after = n
-		case "id":
-			if !spec.idFilter {
-				return q, errorf(codeInvalidParameter, "unknown parameter %q; %s takes %s", "id", spec.operation, spec.parameters())
-			}
-			if q.ids, err = parseIDList(v, spec.item); err != nil {
-				return q, err
-			}
-		default:
-			return q, errorf(codeInvalidParameter, "unknown parameter %q; %s takes %s", abbreviate(name), spec.operation, spec.parameters())
+		decode, ok := qp.decode[name]
+		if !ok {
+			return errorf(codeInvalidParameter, "unknown parameter %q; %s takes %s", abbreviate(name), qp.operation, qp.names)
+		}
+		if err := decode(vs[0]); err != nil {
+			return err
 		}
 	}
-	return q, nil
+	return nil
+}
+
+// parseLimit reads the value of limit: an integer from 1 to most.
+func parseLimit(v string, most int) (int, error) {
+	n, ok := parseDecimal(v)
+	if !ok || n < 1 || n > int64(most) {
+		return 0, errorf(codeInvalidParameter, "parameter limit must be an integer from 1 to %d", most)
+	}
+	return int(n), nil
+}
+
+// parseListQuery validates the query string of a list.
+func parseListQuery(raw string, spec listSpec) (listQuery, error) {
+	q := listQuery{page: pageRequest{limit: defaultLimit}}
+	decode := map[string]func(string) error{
+		"limit": func(v string) (err error) { q.page.limit, err = parseLimit(v, maxLimit); return err },
+		"status": func(v string) error {
+			if !slices.Contains(spec.statuses, v) {
+				return errorf(codeInvalidParameter, "parameter status must be one of %s", strings.Join(spec.statuses, ", "))
+			}
+			q.status = v
+			return nil
+		},
+		"after": func(v string) error {
+			n, ok := parseDecimal(v)
+			if !ok {
+				return errorf(codeInvalidParameter, "parameter after must be %s id: an integer from 0 to 9223372036854775807", article(spec.item))
+			}
+			q.page.after = n
+			return nil
+		},
+	}
+	if spec.idFilter {
+		decode["id"] = func(v string) (err error) { q.ids, err = parseIDList(v, spec.item); return err }
+	}
+	err := parseQuery(raw, queryParams{operation: spec.operation, names: spec.parameters(), decode: decode})
+	return q, err
 }
 
 // parseIDList reads the value of an id filter: 1 to maxIDs ids, each a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // Answers: every 2xx body of the API is JSON written by writeBody, with the
@@ -43,4 +44,19 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h["Content-Type"], h["X-Content-Type-Options"] = values[0:1:1], values[1:2:2]
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// etagMatches reports whether the If-None-Match field values name etag. As
+// RFC 9110 (section 13.1.2) asks for If-None-Match, the comparison is weak:
+// W/"x" matches "x", and "*" matches any current representation.
+func etagMatches(fieldValues []string, etag string) bool {
+	for _, v := range fieldValues {
+		for tag := range strings.SplitSeq(v, ",") {
+			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+			if tag == "*" || tag == etag {
+				return true
+			}
+		}
+	}
+	return false
 }

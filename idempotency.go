@@ -157,13 +157,6 @@ func idempotent(log *slog.Logger, ix *idempotency, c creator) http.Handler {
 	})
 }
 
-// idempotencyScope names one idempotency key: keys are scoped per API key,
-// so two clients choosing the same key never see each other's resources.
-type idempotencyScope struct {
-	apiKey [sha256.Size]byte // the API key's identity (see keyIdentity), never the key
-	key    string
-}
-
 // idempotency runs creates under idempotency keys. It remembers which keys
 // have a request in progress in this process, to answer a concurrent repeat
 // with 409; finished keys live in the database (store_idempotency.go), so

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,40 +91,80 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 }
 
 // serve runs the HTTP service until ctx is cancelled, reloading the keys on
-// every signal from hup.
+// every signal from hup. It is its steps, in order, each named; what a step
+// starts is stopped by serve's deferred calls, last first: the listeners
+// close with the drain, the background work stops and is waited for, and
+// the store closes last.
 func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr io.Writer) error {
 	log := newLogger(cfg.logFormat, stderr)
-	keys := cfg.keys
-
-	st, err := openStore(ctx, cfg.dbPath, cfg.dbMaxConns)
+	st, err := openStoreOf(ctx, &cfg, log)
 	if err != nil {
-		return &configError{settingName("db"), err.Error()}
+		return err
 	}
 	defer st.Close()
+	keys, err := keysOf(cfg, log, stderr)
+	if err != nil {
+		return err
+	}
+	if err := seedStore(ctx, cfg, log, st); err != nil {
+		return err
+	}
+	lns, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer lns.close()
+	m := newMetrics(st)
+	stopWork := startBackground(ctx, cfg, log, st, m, lns)
+	defer stopWork()
+	srv, serveErr := startServing(cfg, log, st, keys, m, lns)
+	if err := announce(ctx, cfg, log, st, keys, lns, stdout); err != nil {
+		return err
+	}
+	reloads := reloadKeys(log, keys)
+	defer close(reloads)
+	if err := waitForStop(ctx, hup, serveErr, reloads); err != nil {
+		return err
+	}
+	return shutdown(ctx, cfg, log, srv)
+}
+
+// openStoreOf opens the database of cfg, warns when other users can read
+// its file, and, on PostgreSQL without a secret file, reads the secret of
+// key identities from it into cfg (and loads the keys under it again).
+func openStoreOf(ctx context.Context, cfg *config, log *slog.Logger) (*store, error) {
+	st, err := openStore(ctx, cfg.dbPath, cfg.dbMaxConns)
+	if err != nil {
+		return nil, &configError{settingName("db"), err.Error()}
+	}
 	if fi, err := os.Stat(cfg.dbPath); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the database file can be read by other users than its owner; chmod 600 it (and its -wal and -shm files)",
 			"db", cfg.dbPath, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
+	if st.schemaFrom != st.schemaVersion {
+		log.Info("database schema migrated", "db", redactDB(cfg.dbPath), "from", st.schemaFrom, "to", st.schemaVersion)
 	}
 	if cfg.secretInDB {
 		// Every replica reads the one secret the database holds, so that
 		// they all give a key the same identity.
 		if cfg.secret, err = st.storedSecret(ctx); err != nil {
-			return &configError{settingName("secret-file"), err.Error()}
+			st.Close()
+			return nil, &configError{settingName("secret-file"), err.Error()}
 		}
-		if keys, err = loadKeyring(cfg.apiKeys, cfg.apiKeysFile, cfg.secret); err != nil {
-			return err
+		if cfg.keys, err = loadKeyring(cfg.apiKeys, cfg.apiKeysFile, cfg.secret); err != nil {
+			st.Close()
+			return nil, err
 		}
 	}
-	// Warned once the keys are under their secret: an unlabelled key is
-	// named by its identity.
-	if keys.configured() && len(keys.keys().entries) == 0 {
-		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
-	}
-	warnShortKeys(log, keys)
-	warnExpiringKeys(log, keys, time.Now())
-	if st.schemaFrom != st.schemaVersion {
-		log.Info("database schema migrated", "db", redactDB(cfg.dbPath), "from", st.schemaFrom, "to", st.schemaVersion)
-	}
+	return st, nil
+}
+
+// keysOf returns the keys the service accepts: those configured, warned
+// about (none in the file, short ones, expiring ones), or, when none is
+// configured, the key generated on the first run and kept with the
+// database, announced.
+func keysOf(cfg config, log *slog.Logger, stderr io.Writer) (keyring, error) {
+	keys := cfg.keys
 	if !keys.configured() {
 		// Running open would be a trap: a service started "just to try"
 		// ends up exposed. A generated key, kept with the database, keeps
@@ -131,71 +172,114 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		// so that no key file appears beside a file that is not one.
 		gk, err := loadGeneratedKey(cfg.dbPath)
 		if err != nil {
-			return err
+			return keyring{}, err
 		}
-		keys = fixedKeyring(cfg.secret, gk.key)
 		announceGeneratedKey(gk, cfg.logFormat, log, stderr)
+		return fixedKeyring(cfg.secret, gk.key), nil
 	}
-	if len(cfg.seed) > 0 {
-		n, err := st.seed(ctx, cfg.seed)
-		if err != nil {
-			return fmt.Errorf("seed from %s: %w", cfg.seedFile, err)
-		}
-		log.Info("seeded", "file", cfg.seedFile, "pets", n, "skipped", n == 0)
+	// Warned once the keys are under their secret: an unlabelled key is
+	// named by its identity.
+	if len(keys.keys().entries) == 0 {
+		log.Warn("the API key file holds no key: every request will be refused until keys are added and SIGHUP sent", "file", cfg.apiKeysFile)
 	}
-	journal, err := st.journalMode(ctx) // "" on PostgreSQL
-	if err != nil {
-		return err
-	}
+	warnShortKeys(log, keys)
+	warnExpiringKeys(log, keys, time.Now())
+	return keys, nil
+}
 
+// seedStore stores the pets of -seed when the database holds none.
+func seedStore(ctx context.Context, cfg config, log *slog.Logger, st *store) error {
+	if len(cfg.seed) == 0 {
+		return nil
+	}
+	n, err := st.seed(ctx, cfg.seed)
+	if err != nil {
+		return fmt.Errorf("seed from %s: %w", cfg.seedFile, err)
+	}
+	log.Info("seeded", "file", cfg.seedFile, "pets", n, "skipped", n == 0)
+	return nil
+}
+
+// listeners are the service's: the API's and, with -pprof-addr, the
+// runtime profiles' (with its own server).
+type listeners struct {
+	api      net.Listener
+	profiles net.Listener // nil without -pprof-addr
+	closers  []io.Closer  // closed by close, last first
+}
+
+// listen opens the listeners of cfg. A listener that cannot be opened is a
+// setting that cannot work.
+func listen(cfg config) (*listeners, error) {
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
-		return &configError{settingName("addr"), err.Error()}
+		return nil, &configError{settingName("addr"), err.Error()}
 	}
-	var profiles net.Listener // nil unless -pprof-addr
+	lns := &listeners{api: ln}
 	if cfg.pprofAddr != "" {
-		if profiles, err = net.Listen("tcp", cfg.pprofAddr); err == nil {
+		profiles, err := net.Listen("tcp", cfg.pprofAddr)
+		if err == nil {
 			if err = checkLoopbackListener(profiles); err != nil {
 				profiles.Close()
 			}
 		}
 		if err != nil {
 			ln.Close()
-			return &configError{settingName("pprof-addr"), err.Error()}
+			return nil, &configError{settingName("pprof-addr"), err.Error()}
 		}
-		defer profileServer(profiles).Close()
+		lns.profiles = profiles
+		lns.closers = append(lns.closers, profileServer(profiles))
 	}
+	return lns, nil
+}
 
-	// The pruning stops, and is waited for, before the deferred st.Close.
-	pruneCtx, stopPruning := context.WithCancel(ctx)
-	var pruning sync.WaitGroup
-	defer pruning.Wait()
-	defer stopPruning()
-	pruning.Go(func() {
+// own are the addresses of every listener of the service, which webhooks
+// never reach (the profiles' too: it answers without a key).
+func (l *listeners) own() []net.Addr {
+	own := []net.Addr{l.api.Addr()}
+	if l.profiles != nil {
+		own = append(own, l.profiles.Addr())
+	}
+	return own
+}
+
+// close closes what listen started besides the API's listener, which the
+// HTTP server's drain closes.
+func (l *listeners) close() {
+	for _, c := range slices.Backward(l.closers) {
+		c.Close()
+	}
+}
+
+// startBackground starts the work that runs beside the requests: the
+// pruning of idempotency keys and events, and the webhook dispatcher, whose
+// metrics go to m. The function it returns stops them and waits for them,
+// before the store closes.
+func startBackground(ctx context.Context, cfg config, log *slog.Logger, st *store, m *metrics, lns *listeners) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var work sync.WaitGroup
+	work.Go(func() {
 		interval := min(time.Hour, max(time.Second, cfg.limits.idempotencyTTL/2))
-		pruneIdempotencyKeysEvery(pruneCtx, log, st, cfg.limits.idempotencyTTL, interval, time.Now)
+		pruneIdempotencyKeysEvery(ctx, log, st, cfg.limits.idempotencyTTL, interval, time.Now)
 	})
-	pruning.Go(func() {
+	work.Go(func() {
 		// An event is gone within its retention plus min(retention, 1
 		// minute): a prune every half of that, however long it takes.
-		pruneEventsEvery(pruneCtx, log, st, cfg.events.retention, min(cfg.events.retention, time.Minute)/2, time.Now)
+		pruneEventsEvery(ctx, log, st, cfg.events.retention, min(cfg.events.retention, time.Minute)/2, time.Now)
 	})
-
-	m := newMetrics(st)
-	// Webhooks are delivered until the service stops, and waited for
-	// before the deferred st.Close. They never reach a listener of this
-	// process, the profiles' one included (it answers without a key).
-	own := []net.Addr{ln.Addr()}
-	if profiles != nil {
-		own = append(own, profiles.Addr())
-	}
-	hooks := newDispatcher(log, st, cfg.webhooks, own, time.Now)
+	hooks := newDispatcher(log, st, cfg.webhooks, lns.own(), time.Now)
 	m.registry.MustRegister(hooks.collectors()...)
-	hooksCtx, stopHooks := context.WithCancel(ctx)
-	var delivering sync.WaitGroup
-	defer delivering.Wait()
-	defer stopHooks()
-	delivering.Go(func() { hooks.run(hooksCtx) })
+	work.Go(func() { hooks.run(ctx) })
+	return func() {
+		cancel()
+		work.Wait()
+	}
+}
+
+// startServing starts the HTTP server of the API on its listener, within
+// the connection cap. The channel it returns tells why serving stopped, if
+// it stops before the drain.
+func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metrics, lns *listeners) (*http.Server, <-chan error) {
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
 	events := newFeed(log, st, keys, cfg.events, time.Now)
@@ -212,9 +296,18 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	// Streams never end by themselves: they end when the drain begins.
 	srv.RegisterOnShutdown(events.stop)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(conns.listener(ln)) }()
+	go func() { serveErr <- srv.Serve(conns.listener(lns.api)) }()
+	return srv, serveErr
+}
 
-	url := listenURL(ln.Addr())
+// announce logs the start and prints the launch contract: the first line
+// of standard output names the URL the service answers on.
+func announce(ctx context.Context, cfg config, log *slog.Logger, st *store, keys keyring, lns *listeners, stdout io.Writer) error {
+	journal, err := st.journalMode(ctx) // "" on PostgreSQL
+	if err != nil {
+		return err
+	}
+	url := listenURL(lns.api.Addr())
 	log.Info("petstore started", "version", version(), "url", url, "backend", st.dialect.name, "db", redactDB(cfg.dbPath),
 		"journal_mode", journal, "schema", st.schemaVersion, "keys", len(keys.keys().entries), "max_conns", cfg.maxConns)
 	// This line is the launch contract: tools that start the service wait
@@ -223,18 +316,20 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	// Where a person can read and try the API, on a line of its own so that
 	// the line above stays exactly as tools parse it.
 	fmt.Fprintf(stdout, "petstore API reference on %s/docs\n", url)
-	if profiles != nil {
-		profilesURL := listenURL(profiles.Addr()) + "/debug/pprof/"
+	if lns.profiles != nil {
+		profilesURL := listenURL(lns.profiles.Addr()) + "/debug/pprof/"
 		log.Warn("serving runtime profiles, without a key, on a loopback address (-pprof-addr)", "url", profilesURL)
 		fmt.Fprintf(stdout, "petstore profiles on %s\n", profilesURL)
 	}
+	return nil
+}
 
-	// Reloads run apart from this loop: a key file on a hung network
-	// file system must not keep the loop from draining on SIGTERM. Signals
-	// that come while a reload runs make one more reload, which reads the
-	// file as it is by then.
+// reloadKeys reloads keys, in a goroutine of its own, at each value sent on
+// the channel it returns, until the channel is closed. Reloads run apart
+// from the loop that waits for signals: a key file on a hung network file
+// system must not keep it from draining on SIGTERM.
+func reloadKeys(log *slog.Logger, keys keyring) chan<- struct{} {
 	reloads := make(chan struct{}, 1)
-	defer close(reloads)
 	go func() {
 		for range reloads {
 			if err := keys.reload(); err != nil {
@@ -246,7 +341,15 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 			warnExpiringKeys(log, keys, time.Now())
 		}
 	}()
-	for ctx.Err() == nil {
+	return reloads
+}
+
+// waitForStop waits for ctx to end, asking for a reload at each signal
+// from hup (signals that come while a reload runs make one more reload,
+// which reads the file as it is by then). It returns the server's error if
+// serving stops first.
+func waitForStop(ctx context.Context, hup <-chan os.Signal, serveErr <-chan error, reloads chan<- struct{}) error {
+	for {
 		select {
 		case err := <-serveErr:
 			return fmt.Errorf("serve: %w", err)
@@ -256,18 +359,23 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 			default: // a reload is pending already
 			}
 		case <-ctx.Done():
+			return nil
 		}
 	}
+}
 
+// shutdown drains srv: no new connection, every request and stream ended,
+// within -shutdown-timeout, after which the rest are closed.
+func shutdown(ctx context.Context, cfg config, log *slog.Logger, srv *http.Server) error {
 	start := time.Now()
 	log.Info("shutting down", "reason", context.Cause(ctx), "timeout", cfg.shutdownTimeout)
-	shutdownCtx := context.Background()
+	drainCtx := context.Background()
 	if cfg.shutdownTimeout > 0 {
 		var cancel context.CancelFunc
-		shutdownCtx, cancel = context.WithTimeout(shutdownCtx, cfg.shutdownTimeout)
+		drainCtx, cancel = context.WithTimeout(drainCtx, cfg.shutdownTimeout)
 		defer cancel()
 	}
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	if err := srv.Shutdown(drainCtx); err != nil {
 		log.Warn("drain timed out; closing the remaining connections", "after", time.Since(start))
 		srv.Close()
 		return nil

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"net/http"
-	"strings"
 )
 
 // openapiDocument is the OpenAPI 3.1 document of the whole interface. It is
@@ -40,19 +39,4 @@ func handleOpenAPIDocument(doc string) http.Handler {
 		}
 		writeBody(w, http.StatusOK, body)
 	})
-}
-
-// etagMatches reports whether the If-None-Match field values name etag. As
-// RFC 9110 (section 13.1.2) asks for If-None-Match, the comparison is weak:
-// W/"x" matches "x", and "*" matches any current representation.
-func etagMatches(fieldValues []string, etag string) bool {
-	for _, v := range fieldValues {
-		for tag := range strings.SplitSeq(v, ",") {
-			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
-			if tag == "*" || tag == etag {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -153,11 +153,8 @@ func TestSIGHUPWhileStartingDoesNotEndTheProcess(t *testing.T) {
 	// there), and it is still starting: from then until it listens, it is
 	// sent SIGHUP after SIGHUP. Each one must be a reload, never the signal's
 	// default action, which ends the process.
-	deadline := time.Now().Add(10 * time.Second)
-	for entries, _ := os.ReadDir(dir); len(entries) == 0; entries, _ = os.ReadDir(dir) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the process did not touch %s within 10 s", dir)
-		}
+	if !waitUntil(10*time.Second, 0, func() bool { entries, _ := os.ReadDir(dir); return len(entries) > 0 }) {
+		t.Fatalf("the process did not touch %s within 10 s", dir)
 	}
 	sent := 0
 	var line string

@@ -12,48 +12,6 @@ import (
 // The store area: orders that sell pets (see store_orders.go for the rules
 // that keep the catalogue and the orders in agreement).
 
-// The order statuses, and the pet statuses they imply.
-const (
-	orderPlaced    = "placed"
-	orderDelivered = "delivered"
-	orderCancelled = "cancelled"
-)
-
-// orderStatuses are the values of OrderStatus.
-var orderStatuses = []string{orderPlaced, orderDelivered, orderCancelled}
-
-// petStatusAfter is the status an order's change gives its pet: the pet
-// status machine that orders drive (placed: pending; delivered: sold;
-// cancelled: available again).
-var petStatusAfter = map[string]string{
-	orderPlaced:    "pending",
-	orderDelivered: "sold",
-	orderCancelled: statusAvailable,
-}
-
-// Order is an order as the API returns it.
-type Order struct {
-	ID        int64
-	PetID     int64
-	Status    string
-	PlacedAt  time.Time
-	UpdatedAt time.Time
-}
-
-// The events of orders. An order is never deleted; its events name what
-// became of it: its status after the change.
-const (
-	eventOrderPlaced    = "order.placed"
-	eventOrderDelivered = "order.delivered"
-	eventOrderCancelled = "order.cancelled"
-)
-
-// eventType is the type of the event a change to o makes: its status.
-func (o Order) eventType(changeKind) string { return "order." + o.Status }
-
-// appendJSON appends o as GET returns it, for its events.
-func (o Order) appendJSON(dst []byte) []byte { return appendOrder(dst, o) }
-
 // listOrdersSpec is what listOrders accepts.
 var listOrdersSpec = listSpec{operation: "listOrders", item: "order", path: "/v1/store/orders", statuses: orderStatuses}
 
@@ -95,7 +53,7 @@ func handleListOrders(log *slog.Logger, st *store) http.Handler {
 // handleGetOrder serves getOrder: GET /v1/store/orders/{orderId}. Found
 // orders are cached encoded (see http_cache.go).
 func handleGetOrder(log *slog.Logger, st *store) http.Handler {
-	return handleItem(log, st.responseCache(ordersResource, resourceSpecs[ordersResource].itemCache), orderIDOf, func(ctx context.Context, id int64) ([]byte, error) {
+	return handleItem(log, st.responseCache(ordersResource, resourceSpecs[ordersResource].itemCache), orderIDs.of, func(ctx context.Context, id int64) ([]byte, error) {
 		o, err := st.getOrder(ctx, id)
 		if err != nil {
 			return nil, err
@@ -109,7 +67,7 @@ func handleGetOrder(log *slog.Logger, st *store) http.Handler {
 // Merge Patch. now stamps the change; changed counts each transition.
 func handleUpdateOrder(log *slog.Logger, st *store, now func() time.Time, changed func(from, to string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := orderIDOf(w, r, log)
+		id, ok := orderIDs.of(w, r, log)
 		if !ok {
 			return
 		}
@@ -136,15 +94,4 @@ func handleUpdateOrder(log *slog.Logger, st *store, now func() time.Time, change
 		}
 		writeBody(w, http.StatusOK, orderBody(o.Order))
 	})
-}
-
-// orderIDOf reads the orderId of the path. An id that cannot exist is an
-// order that does not exist: it answers 404 and returns false.
-func orderIDOf(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int64, bool) {
-	raw := r.PathValue("orderId")
-	id, ok := parsePathID(raw)
-	if !ok {
-		writeError(w, r, log, errorf(codeNotFound, "no order has id %q; order ids are integers from 1 to 9223372036854775807", abbreviate(raw)))
-	}
-	return id, ok
 }

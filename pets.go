@@ -14,50 +14,12 @@ import (
 	"unicode/utf8"
 )
 
-// Rules of pets; the decision table of docs/api.md states each of them.
-const (
-	maxNameRunes    = 100
-	statusAvailable = "available"
-)
-
-// petStatuses are the values of PetStatus.
-var petStatuses = []string{"available", "pending", "sold"}
-
 // getPet is deprecated: these are the instants in its Deprecation and Sunset
 // headers. From sunset on, it answers 410 Gone.
 var (
 	getPetDeprecated = time.Date(2026, time.November, 21, 0, 0, 0, 0, time.UTC)
 	getPetSunset     = time.Date(2030, time.December, 5, 0, 0, 0, 0, time.UTC)
 )
-
-// Pet is an animal as the API returns it.
-type Pet struct {
-	ID         int64  `json:"id"`
-	Name       string `json:"name"`
-	CategoryID int64  `json:"categoryId"`
-	Status     string `json:"status"`
-}
-
-// The events of pets: one per change, named after what the change did.
-const (
-	eventPetCreated = "pet.created"
-	eventPetUpdated = "pet.updated"
-	eventPetDeleted = "pet.deleted"
-)
-
-// eventType is the type of the event a change of this kind to p makes.
-func (p Pet) eventType(kind changeKind) string { return "pet." + kind.String() }
-
-// appendJSON appends p as GET returns it, for its events.
-func (p Pet) appendJSON(dst []byte) []byte { return appendPet(dst, p) }
-
-// newPet is a validated createPet request body (a NewPet, with the default
-// status filled in).
-type newPet struct {
-	Name       string
-	CategoryID int64
-	Status     string
-}
 
 // listPetsSpec is what listPets accepts.
 var listPetsSpec = listSpec{operation: "listPets", item: "pet", path: "/v1/pets", statuses: petStatuses, idFilter: true}
@@ -111,7 +73,7 @@ func decodeNewPet(body []byte) (newPet, error) {
 // none may be null, since none can be removed.
 func handleUpdatePet(log *slog.Logger, st *store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := petIDOf(w, r, log)
+		id, ok := petIDs.of(w, r, log)
 		if !ok {
 			return
 		}
@@ -154,7 +116,7 @@ func decodePetPatch(body []byte) (petPatch, error) {
 // handleDeletePet serves deletePet: DELETE /v1/pets/{petId}, answering 204.
 func handleDeletePet(log *slog.Logger, st *store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := petIDOf(w, r, log)
+		id, ok := petIDs.of(w, r, log)
 		if !ok {
 			return
 		}
@@ -164,19 +126,6 @@ func handleDeletePet(log *slog.Logger, st *store) http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-}
-
-// petIDOf reads the petId of the path. An id that cannot exist is a pet
-// that does not exist: it answers 404 and returns false.
-func petIDOf(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int64, bool) {
-	raw := r.PathValue("petId")
-	id, ok := parsePathID(raw)
-	if !ok {
-		// The interface lists only 401 and 404 for getPet: an id that
-		// cannot exist is a pet that does not exist.
-		writeError(w, r, log, errorf(codeNotFound, "no pet has id %q; pet ids are integers from 1 to 9223372036854775807", abbreviate(raw)))
-	}
-	return id, ok
 }
 
 // decodeName accepts a JSON string of 1 to 100 code points that a person can
@@ -276,7 +225,7 @@ func decodeStatus(raw json.RawMessage, dst *string) error {
 // that a test can move past the sunset. Found pets are cached encoded (see
 // http_cache.go).
 func handleGetPet(log *slog.Logger, st *store, now func() time.Time) http.Handler {
-	found := handleItem(log, st.responseCache(petsResource, resourceSpecs[petsResource].itemCache), petIDOf, func(ctx context.Context, id int64) ([]byte, error) {
+	found := handleItem(log, st.responseCache(petsResource, resourceSpecs[petsResource].itemCache), petIDs.of, func(ctx context.Context, id int64) ([]byte, error) {
 		pet, err := st.getPet(ctx, id)
 		if err != nil {
 			return nil, err

@@ -407,14 +407,10 @@ func TestPostgresStoppedUnderLoad(t *testing.T) {
 
 	waitFor := func(what string, within time.Duration, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for !cond() {
-			if time.Now().After(deadline) {
-				close(stop)
-				<-done
-				t.Fatalf("not within %v: %s", within, what)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !waitUntil(within, 50*time.Millisecond, cond) {
+			close(stop)
+			<-done
+			t.Fatalf("not within %v: %s", within, what)
 		}
 	}
 	status := func(url, path string) int { return doRequest(t, url, "GET", path, "", nil).Status }

@@ -248,10 +248,12 @@ func newStore(ctx context.Context, d dialect, name string, writer, reader *sql.D
 }
 
 // statement is a statement to prepare: its SQL, the pool it runs on, and
-// where the prepared statement goes.
+// where the prepared statement goes: a **sql.Stmt, or, for a statement that
+// writes a resource's rows, the funnel's *rowStatement or funnelStmt (see
+// store_changes.go), which only the recording helpers run.
 type statement struct {
 	db    *sql.DB
-	dst   **sql.Stmt
+	dst   any
 	query string
 }
 
@@ -265,7 +267,10 @@ func (s *store) prepare(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", st.query, err)
 		}
-		*st.dst = stmt
+		if err := st.place(stmt); err != nil {
+			stmt.Close()
+			return err
+		}
 		s.prepared = append(s.prepared, stmt)
 		if s.dialect == postgresDialect && st.db == s.reader {
 			s.pages.addPage(stmt, st.query)
@@ -418,3 +423,7 @@ func checkDBPath(path string) error {
 	os.Remove(probe.Name())
 	return nil
 }
+
+// readyTimeout is how long the database may take to answer a readiness
+// check before the service reports itself not ready.
+const readyTimeout = 2 * time.Second

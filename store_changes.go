@@ -1,10 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -21,34 +25,69 @@ import (
 // invalidation published after the commit (see http_cache.go). A write cannot
 // change a row and forget either.
 
-// changeKind is what a write did to a row.
-type changeKind int
+// rowStatement is a prepared statement that writes rows of a resource.
+// Only the recording helpers below run it: its statement is read nowhere
+// else (TestOnlyTheFunnelWritesAResourceTable holds that), and tx.exec,
+// tx.query and tx.queryRow take a *sql.Stmt, not a rowStatement. prepare
+// refuses a statement that writes a resource's table and is not declared
+// as one (see place).
+type rowStatement struct{ stmt *sql.Stmt }
 
-const (
-	rowCreated changeKind = iota + 1
-	rowUpdated
-	rowDeleted
-)
+// rowValues is a valuesInsert of a resource's rows (the staged pets on
+// SQLite), which only flushStaged runs.
+type rowValues struct{ values valuesInsert }
 
-// String names the kind as events do: "created", "updated", "deleted".
-func (k changeKind) String() string {
-	switch k {
-	case rowCreated:
-		return "created"
-	case rowUpdated:
-		return "updated"
-	case rowDeleted:
-		return "deleted"
+// funnelStmt is where prepare puts a statement of a rowValues.
+type funnelStmt struct{ dst **sql.Stmt }
+
+// statements declares the statements of rv for prepare, as
+// valuesInsert.statements does.
+func (rv *rowValues) statements(db *sql.DB, head string, cols int, tail string) []statement {
+	out := rv.values.statements(db, head, cols, tail)
+	for i := range out {
+		out[i].dst = funnelStmt{out[i].dst.(**sql.Stmt)}
 	}
-	return "kind" + strconv.Itoa(int(k))
+	return out
 }
 
-// change is the record of one row that a write changed.
-type change struct {
-	resource resource
-	kind     changeKind
-	id       int64
-	row      any // a Pet or an Order: after the change, or before a delete
+// place puts stmt where st says. A statement that writes a resource's table
+// (a table of a resource's declaration) must go to the funnel's types: it
+// is refused as a plain *sql.Stmt, which any store file could run with
+// tx.exec and record nothing.
+func (st statement) place(stmt *sql.Stmt) error {
+	switch dst := st.dst.(type) {
+	case *rowStatement:
+		dst.stmt = stmt
+	case funnelStmt:
+		*dst.dst = stmt
+	case **sql.Stmt:
+		if table, ok := writesResourceTable(st.query); ok {
+			return fmt.Errorf("prepare %q: it writes %s, a table of a resource, so it must be a rowStatement, which only the recording helpers of store_changes.go run", st.query, table)
+		}
+		*dst = stmt
+	default:
+		return fmt.Errorf("prepare %q: no place for the statement (%T)", st.query, st.dst)
+	}
+	return nil
+}
+
+// resourceWrite finds a write of a table: INSERT INTO, UPDATE or DELETE
+// FROM, and the table's name.
+var resourceWrite = regexp.MustCompile(`(?is)\b(?:insert\s+into|update|delete\s+from)\s+"?([a-z_]+)`)
+
+// writesResourceTable reports whether query writes a table of a resource's
+// declaration, and which.
+func writesResourceTable(query string) (string, bool) {
+	for _, m := range resourceWrite.FindAllStringSubmatch(query, -1) {
+		for _, spec := range resourceSpecs {
+			for _, t := range spec.tables {
+				if strings.EqualFold(m[1], t.name) {
+					return t.name, true
+				}
+			}
+		}
+	}
+	return "", false
 }
 
 // rowScanner reads one row of a statement's result into a T.
@@ -100,20 +139,20 @@ func (tx *txn) exec(what string, stmt *sql.Stmt, args ...any) (int64, error) {
 // row's columns, and records its creation. ok is false when stmt inserted
 // no row (an INSERT ... SELECT whose condition did not hold), and then
 // nothing is recorded.
-func insertRow[T any](tx *txn, res resource, stmt *sql.Stmt, scan rowScanner[T], idOf func(T) int64, args ...any) (row T, ok bool, err error) {
+func insertRow[T eventRow](tx *txn, res resource, stmt rowStatement, scan rowScanner[T], idOf func(T) int64, args ...any) (row T, ok bool, err error) {
 	return changeRow(tx, rowCreated, res, stmt, scan, idOf, args...)
 }
 
 // updateRow runs stmt, an UPDATE of at most one row of res that returns the
 // row's columns as they are after it, and records the change. ok is false
 // when stmt matched no row, and then nothing is recorded.
-func updateRow[T any](tx *txn, res resource, stmt *sql.Stmt, scan rowScanner[T], idOf func(T) int64, args ...any) (row T, ok bool, err error) {
+func updateRow[T eventRow](tx *txn, res resource, stmt rowStatement, scan rowScanner[T], idOf func(T) int64, args ...any) (row T, ok bool, err error) {
 	return changeRow(tx, rowUpdated, res, stmt, scan, idOf, args...)
 }
 
 // changeRow is insertRow and updateRow.
-func changeRow[T any](tx *txn, kind changeKind, res resource, stmt *sql.Stmt, scan rowScanner[T], idOf func(T) int64, args ...any) (row T, ok bool, err error) {
-	err = scan(tx.queryRow(stmt, args...), &row)
+func changeRow[T eventRow](tx *txn, kind changeKind, res resource, stmt rowStatement, scan rowScanner[T], idOf func(T) int64, args ...any) (row T, ok bool, err error) {
+	err = scan(tx.queryRow(stmt.stmt, args...), &row)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return row, false, nil
@@ -130,8 +169,8 @@ func changeRow[T any](tx *txn, kind changeKind, res resource, stmt *sql.Stmt, sc
 
 // deleteRow runs stmt, a DELETE of the row id of res, whose content before
 // the delete was before, and records the deletion.
-func deleteRow[T any](tx *txn, res resource, stmt *sql.Stmt, id int64, before T) error {
-	n, err := tx.exec("delete "+res.String(), stmt, id)
+func deleteRow[T eventRow](tx *txn, res resource, stmt rowStatement, id int64, before T) error {
+	n, err := tx.exec("delete "+res.String(), stmt.stmt, id)
 	if err != nil {
 		return err
 	}
@@ -146,7 +185,7 @@ func deleteRow[T any](tx *txn, res resource, stmt *sql.Stmt, id int64, before T)
 // inserts later with the other rows staged beside it (see batchState): the
 // record is the same as insertRow's, since the row inserted is the row
 // staged (flushStaged checks it).
-func stageRow[T any](tx *txn, res resource, id int64, row T) {
+func stageRow[T eventRow](tx *txn, res resource, id int64, row T) {
 	tx.record(change{resource: res, kind: rowCreated, id: id, row: row})
 }
 
@@ -174,4 +213,78 @@ func (tx *txn) finishJob(at time.Time) (changeSet, []Event) {
 		events = append(events, eventOf(ch, at))
 	}
 	return cs, events
+}
+
+// flushStaged inserts the pets staged by the batch's jobs so far, whose
+// creation stageRow recorded (staging is the funnel's: recorded when
+// staged, written here), and checks that the rows inserted are the rows
+// staged: on SQLite, that as many rows were inserted (the values are bound
+// as they are, into STRICT columns); on PostgreSQL, where they go through
+// JSON and casts, that the rows returned are those staged.
+func (tx *txn) flushStaged() error {
+	b := tx.batch
+	staged := b.staged
+	b.staged = nil
+	if tx.st.dialect == postgresDialect {
+		return tx.flushStagedJSON(staged)
+	}
+	args := make([]any, 0, 4*len(staged))
+	for _, p := range staged {
+		args = append(args, p.ID, p.Name, p.CategoryID, p.Status)
+	}
+	n, err := tx.st.petStmts.insertRows.values.exec(tx, args)
+	if err != nil {
+		return tx.st.failedWrite("insert pets", err)
+	}
+	if n != int64(len(staged)) {
+		return fmt.Errorf("insert pets: %d rows inserted for the %d staged", n, len(staged))
+	}
+	return nil
+}
+
+// flushStagedJSON is flushStaged on PostgreSQL: one statement.
+func (tx *txn) flushStagedJSON(staged []Pet) error {
+	rows, err := tx.query(tx.st.petStmts.insertMany.stmt, string(appendPetRows(make([]byte, 0, 64*len(staged)), staged)))
+	if err != nil {
+		return tx.st.failedWrite("insert pets", err)
+	}
+	defer rows.Close()
+	inserted := make([]Pet, 0, len(staged))
+	for rows.Next() {
+		var p Pet
+		if err := scanPet(rows, &p); err != nil {
+			return tx.st.failedWrite("insert pets", err)
+		}
+		inserted = append(inserted, p)
+	}
+	if err := rows.Err(); err != nil {
+		return tx.st.failedWrite("insert pets", err)
+	}
+	// RETURNING promises no order.
+	slices.SortFunc(inserted, func(a, b Pet) int { return cmp.Compare(a.ID, b.ID) })
+	if !slices.Equal(inserted, staged) {
+		return fmt.Errorf("insert pets: %d rows inserted are not the %d staged", len(inserted), len(staged))
+	}
+	return nil
+}
+
+// appendPetRows appends pets as the JSON array of [id, name, category_id,
+// status] arrays that sqlInsertPetsJSON reads.
+func appendPetRows(dst []byte, pets []Pet) []byte {
+	dst = append(dst, '[')
+	for i, p := range pets {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '[')
+		dst = strconv.AppendInt(dst, p.ID, 10)
+		dst = append(dst, ',')
+		dst = appendJSONString(dst, p.Name)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, p.CategoryID, 10)
+		dst = append(dst, ',')
+		dst = appendJSONString(dst, p.Status)
+		dst = append(dst, ']')
+	}
+	return append(dst, ']')
 }

@@ -470,3 +470,8 @@ func pruneEventsEvery(ctx context.Context, log *slog.Logger, st *store, retentio
 		}
 	}
 }
+
+const (
+	// streamReadBatch is how many events a stream reads per query.
+	streamReadBatch = 100
+)

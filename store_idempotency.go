@@ -166,3 +166,10 @@ func pruneIdempotencyKeysEvery(ctx context.Context, log *slog.Logger, st *store,
 		}
 	}
 }
+
+// idempotencyScope names one idempotency key: keys are scoped per API key,
+// so two clients choosing the same key never see each other's resources.
+type idempotencyScope struct {
+	apiKey [sha256.Size]byte // the API key's identity (see keyIdentity), never the key
+	key    string
+}

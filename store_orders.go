@@ -34,7 +34,10 @@ const (
 
 // orderStatements are the prepared statements of orders.
 type orderStatements struct {
-	insert, selectOne, selectOneTx, update, claimPet, settlePet, placedOf, countOf, petStatusOf, list, listByState *sql.Stmt
+	selectOne, selectOneTx, placedOf, countOf, petStatusOf, list, listByState *sql.Stmt
+	// The writes of orders and of their pets, which only the funnel runs
+	// (store_changes.go).
+	insert, update, claimPet, settlePet rowStatement
 }
 
 // statements declares the orders' statements for prepare.
@@ -53,9 +56,6 @@ func (ost *orderStatements) statements(s *store) []statement {
 		{s.reader, &ost.listByState, sqlListOrdersByStatus},
 	}
 }
-
-// rowID is the id of o, as the change records take it.
-func (o Order) rowID() int64 { return o.ID }
 
 // scanOrder reads a row of orderColumns.
 func scanOrder(row interface{ Scan(...any) error }, o *Order) error {
@@ -143,7 +143,7 @@ func (tx *txn) updateOrder(id int64, to string, at time.Time) (outcome[orderChan
 		return outcome[orderChange]{}, tx.st.failed("select order", err)
 	case o.Status == to:
 		return outcome[orderChange]{value: orderChange{Order: o, from: o.Status}}, nil
-	case o.Status != orderPlaced || to == orderPlaced:
+	case !orderMayMove(o.Status, to):
 		return refuse[orderChange](&refusal{reason: invalidTransition, orderID: id, status: o.Status, to: to})
 	}
 	// A wall clock stepped back never makes an order change before it was

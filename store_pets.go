@@ -1,14 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 )
 
 // The pets' SQL. The list statements are keyset pages (see queryPage);
@@ -50,11 +47,13 @@ CROSS JOIN (SELECT setval(pg_get_serial_sequence('pets', 'id'), (SELECT max(id) 
 
 // petStatements are the prepared statements of pets.
 type petStatements struct {
-	insert, selectOne, selectOneTx, update, delete, hasAny *sql.Stmt
-	list, listByStatus, listByID, listByIDAndStatus        *sql.Stmt
-	lastID                                                 *sql.Stmt
-	insertMany                                             *sql.Stmt    // PostgreSQL's
-	insertRows                                             valuesInsert // SQLite's
+	selectOne, selectOneTx, hasAny                  *sql.Stmt
+	list, listByStatus, listByID, listByIDAndStatus *sql.Stmt
+	lastID                                          *sql.Stmt
+	// The writes of pets, which only the funnel runs (store_changes.go).
+	insert, update, delete rowStatement
+	insertMany             rowStatement // PostgreSQL's
+	insertRows             rowValues    // SQLite's
 }
 
 // statements declares the pets' statements for prepare.
@@ -115,9 +114,6 @@ func (o outcome[T]) result(err error) (T, error) {
 func scanPet(rows interface{ Scan(...any) error }, p *Pet) error {
 	return rows.Scan(&p.ID, &p.Name, &p.CategoryID, &p.Status)
 }
-
-// rowID is the id of p, as the change records take it.
-func (p Pet) rowID() int64 { return p.ID }
 
 // getPet returns the pet with the given id, or a *notFoundError.
 func (s *store) getPet(ctx context.Context, id int64) (Pet, error) {
@@ -232,79 +228,6 @@ func (tx *txn) insertPet(p newPet) (Pet, error) {
 		err = fmt.Errorf("insert pet: no row returned")
 	}
 	return pet, err
-}
-
-// flushStaged inserts the pets staged by the batch's jobs so far and checks
-// that the rows inserted are the rows staged, which their jobs recorded: on
-// SQLite, that as many rows were inserted (the values are bound as they
-// are, into STRICT columns); on PostgreSQL, where they go through JSON and
-// casts, that the rows returned are those staged.
-func (tx *txn) flushStaged() error {
-	b := tx.batch
-	staged := b.staged
-	b.staged = nil
-	if tx.st.dialect == postgresDialect {
-		return tx.flushStagedJSON(staged)
-	}
-	args := make([]any, 0, 4*len(staged))
-	for _, p := range staged {
-		args = append(args, p.ID, p.Name, p.CategoryID, p.Status)
-	}
-	n, err := tx.st.petStmts.insertRows.exec(tx, args)
-	if err != nil {
-		return tx.st.failedWrite("insert pets", err)
-	}
-	if n != int64(len(staged)) {
-		return fmt.Errorf("insert pets: %d rows inserted for the %d staged", n, len(staged))
-	}
-	return nil
-}
-
-// flushStagedJSON is flushStaged on PostgreSQL: one statement.
-func (tx *txn) flushStagedJSON(staged []Pet) error {
-	rows, err := tx.query(tx.st.petStmts.insertMany, string(appendPetRows(make([]byte, 0, 64*len(staged)), staged)))
-	if err != nil {
-		return tx.st.failedWrite("insert pets", err)
-	}
-	defer rows.Close()
-	inserted := make([]Pet, 0, len(staged))
-	for rows.Next() {
-		var p Pet
-		if err := scanPet(rows, &p); err != nil {
-			return tx.st.failedWrite("insert pets", err)
-		}
-		inserted = append(inserted, p)
-	}
-	if err := rows.Err(); err != nil {
-		return tx.st.failedWrite("insert pets", err)
-	}
-	// RETURNING promises no order.
-	slices.SortFunc(inserted, func(a, b Pet) int { return cmp.Compare(a.ID, b.ID) })
-	if !slices.Equal(inserted, staged) {
-		return fmt.Errorf("insert pets: %d rows inserted are not the %d staged", len(inserted), len(staged))
-	}
-	return nil
-}
-
-// appendPetRows appends pets as the JSON array of [id, name, category_id,
-// status] arrays that sqlInsertPetsJSON reads.
-func appendPetRows(dst []byte, pets []Pet) []byte {
-	dst = append(dst, '[')
-	for i, p := range pets {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, '[')
-		dst = strconv.AppendInt(dst, p.ID, 10)
-		dst = append(dst, ',')
-		dst = appendJSONString(dst, p.Name)
-		dst = append(dst, ',')
-		dst = strconv.AppendInt(dst, p.CategoryID, 10)
-		dst = append(dst, ',')
-		dst = appendJSONString(dst, p.Status)
-		dst = append(dst, ']')
-	}
-	return append(dst, ']')
 }
 
 // pageRequest asks for one keyset page: up to limit rows with an id greater

@@ -30,3 +30,7 @@ func (s *store) storedSecret(ctx context.Context) ([]byte, error) {
 	}
 	return []byte(secret), nil
 }
+
+// minSecretLen is the shortest secret accepted, in bytes: 256 bits when it is
+// random, as the generated one is.
+const minSecretLen = 32

@@ -1,36 +1,5 @@
 package main
 
-// tableSpec declares one table of the migrated schema: what `petstore copy`
-// moves of it, or why it moves nothing. Every table the migrations create is
-// declared once, in its resource's declaration (resourceSpecs) or here
-// (TestEveryTableIsDeclared fails otherwise), so a table added by a
-// migration cannot be forgotten by the copy.
-type tableSpec struct {
-	// name is the table's name, the same on both backends.
-	name string
-	// columns are the columns the copy moves, all of the table's
-	// (TestEveryTableIsDeclared checks that too); none for a table the
-	// copy leaves alone.
-	columns []string
-	// hasID says the table's rows have ids from a sequence, which the copy
-	// moves past the source's, so that no id is ever handed out twice.
-	hasID bool
-	// singleton says the migrations create the table's rows (bookkeeping
-	// such as a mark of how far something was pruned): the copy replaces
-	// the destination's rows with the source's, and a destination counts
-	// as empty whatever they hold.
-	singleton bool
-	// noun is what the copy's summary calls the table's rows: those it
-	// copied or, for a table it does not copy, those it left behind, which
-	// the summary counts with the reason (notCopied), so that nothing a
-	// client made is dropped without a word. A table it does not copy
-	// has none when its rows are the destination's own or remade by it.
-	noun string
-	// notCopied says why the copy leaves a table alone; "" for a table it
-	// copies.
-	notCopied string
-}
-
 // serviceTables are the tables of the schema that are no resource's: the
 // service's own bookkeeping. A resource's tables are in its declaration
 // (resourceSpecs). Adding a table of the service is one line here.

@@ -10,7 +10,7 @@ import (
 )
 
 // The webhooks' SQL: the subscriptions (webhooks) and the log of their
-// delivery attempts (webhook_deliveries), migration 0008. Both are the
+// delivery attempts (webhook_deliveries), migration 0009. Both are the
 // store's own bookkeeping, not resources of the change feed: their writes go
 // through tx.exec and tx.queryRow, and make no event (a subscription's
 // changes are not themselves delivered to subscriptions).

@@ -18,18 +18,6 @@ import (
 // change feed's events to, signed (webhooks_deliver.go delivers them). The API
 // manages the subscriptions and shows each one's log of delivery attempts.
 
-// The subscription statuses: active ones are delivered; paused ones wait
-// for a PATCH; failing ones stopped by themselves (see statusReason).
-const (
-	webhookActive  = "active"
-	webhookPaused  = "paused"
-	webhookFailing = "failing"
-)
-
-// webhookStatuses are the values of WebhookStatus; a client may set the
-// first two.
-var webhookStatuses = []string{webhookActive, webhookPaused, webhookFailing}
-
 // Limits of a subscription's fields.
 const (
 	maxWebhookURLBytes     = 2048
@@ -158,7 +146,7 @@ func handleListWebhooks(log *slog.Logger, st *store) http.Handler {
 // handleGetWebhook serves getWebhook: GET /v1/webhooks/{webhookId}.
 func handleGetWebhook(log *slog.Logger, st *store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := webhookIDOf(w, r, log)
+		id, ok := webhookIDs.of(w, r, log)
 		if !ok {
 			return
 		}
@@ -176,7 +164,7 @@ func handleGetWebhook(log *slog.Logger, st *store) http.Handler {
 // paused). types and description may be null: every type, no description.
 func handleUpdateWebhook(log *slog.Logger, st *store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := webhookIDOf(w, r, log)
+		id, ok := webhookIDs.of(w, r, log)
 		if !ok {
 			return
 		}
@@ -235,7 +223,7 @@ func handleUpdateWebhook(log *slog.Logger, st *store) http.Handler {
 // unrecorded.
 func handleDeleteWebhook(log *slog.Logger, st *store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := webhookIDOf(w, r, log)
+		id, ok := webhookIDs.of(w, r, log)
 		if !ok {
 			return
 		}
@@ -253,7 +241,7 @@ func handleDeleteWebhook(log *slog.Logger, st *store) http.Handler {
 // for secretOverlap.
 func handleRotateWebhookSecret(log *slog.Logger, st *store, now func() time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := webhookIDOf(w, r, log)
+		id, ok := webhookIDs.of(w, r, log)
 		if !ok {
 			return
 		}
@@ -271,7 +259,7 @@ func handleRotateWebhookSecret(log *slog.Logger, st *store, now func() time.Time
 // first.
 func handleListWebhookDeliveries(log *slog.Logger, st *store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := webhookIDOf(w, r, log)
+		id, ok := webhookIDs.of(w, r, log)
 		if !ok {
 			return
 		}
@@ -301,43 +289,18 @@ func handleListWebhookDeliveries(log *slog.Logger, st *store) http.Handler {
 // (a newest-first list pages backwards).
 func parseDeliveriesQuery(raw string) (limit int, before int64, err error) {
 	limit, before = defaultLimit, int64(1<<63-1)
-	values, perr := url.ParseQuery(raw)
-	if perr != nil {
-		return 0, 0, errorf(codeInvalidParameter, "the query string is not valid URL encoding; parameters are limit and before, joined with '&'")
-	}
-	for name, vs := range values {
-		if len(vs) > 1 {
-			return 0, 0, errorf(codeInvalidParameter, "parameter %q is given %d times; give it at most once", abbreviate(name), len(vs))
-		}
-		switch name {
-		case "limit":
-			n, ok := parseDecimal(vs[0])
-			if !ok || n < 1 || n > maxLimit {
-				return 0, 0, errorf(codeInvalidParameter, "parameter limit must be an integer from 1 to %d", maxLimit)
-			}
-			limit = int(n)
-		case "before":
-			n, ok := parseDecimal(vs[0])
+	err = parseQuery(raw, queryParams{operation: "listWebhookDeliveries", names: "limit and before", decode: map[string]func(string) error{
+		"limit": func(v string) (err error) { limit, err = parseLimit(v, maxLimit); return err },
+		"before": func(v string) error {
+			n, ok := parseDecimal(v)
 			if !ok || n < 1 {
-				return 0, 0, errorf(codeInvalidParameter, "parameter before must be a delivery id: an integer from 1 to 9223372036854775807")
+				return errorf(codeInvalidParameter, "parameter before must be a delivery id: an integer from 1 to 9223372036854775807")
 			}
 			before = n
-		default:
-			return 0, 0, errorf(codeInvalidParameter, "unknown parameter %q; listWebhookDeliveries takes limit and before", abbreviate(name))
-		}
-	}
-	return limit, before, nil
-}
-
-// webhookIDOf reads the webhookId of the path. An id that cannot exist is
-// a subscription that does not exist: it answers 404 and returns false.
-func webhookIDOf(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int64, bool) {
-	raw := r.PathValue("webhookId")
-	id, ok := parsePathID(raw)
-	if !ok {
-		writeError(w, r, log, errorf(codeNotFound, "no webhook subscription has id %q; subscription ids are integers from 1 to 9223372036854775807", abbreviate(raw)))
-	}
-	return id, ok
+			return nil
+		},
+	}})
+	return limit, before, err
 }
 
 // decodeWebhookURL accepts the URL deliveries are POSTed to: an absolute

@@ -61,7 +61,7 @@ const (
 	defaultWebhookLease = 10 * time.Second
 	// webhookPoll is the longest a dispatcher waits before looking again
 	// for new subscriptions, expired leases and events (a fallback to the
-	// wake-up of eventSignal).
+	// wake-up of every commit, eventTail.wait).
 	webhookPoll = time.Second
 	// secretOverlap is how long the secret replaced by a rotation still
 	// signs deliveries, beside the new one.
@@ -92,18 +92,9 @@ var defaultWebhookConfig = webhookConfig{backoff: defaultWebhookBackoff, giveUp:
 
 // check refuses settings that cannot work.
 func (c webhookConfig) check() error {
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"webhook-backoff", c.backoff},
-		{"webhook-give-up", c.giveUp},
-		{"webhook-timeout", c.timeout},
-		{"webhook-lease", c.leaseTTL},
-	} {
-		if d.v <= 0 {
-			return &configError{settingName(d.name), fmt.Sprintf("%v is not positive", d.v)}
-		}
+	if err := checkDurations(true, map[string]time.Duration{"webhook-backoff": c.backoff, "webhook-give-up": c.giveUp,
+		"webhook-timeout": c.timeout, "webhook-lease": c.leaseTTL}); err != nil {
+		return err
 	}
 	if c.leaseTTL < minWebhookLease {
 		return &configError{settingName("webhook-lease"), fmt.Sprintf("%v is too short; at least %v, so that a lease can be renewed before it runs out", c.leaseTTL, minWebhookLease)}
@@ -202,8 +193,9 @@ func (d *dispatcher) collectors() []prometheus.Collector {
 			Name: "petstore_webhook_attempts_in_flight",
 			Help: "Webhook delivery attempts waiting for their receiver's answer now, in this process.",
 		}, func() float64 { return float64(d.inFlight.Load()) }),
-		backlogCollector{d: d, desc: prometheus.NewDesc("petstore_webhook_oldest_undelivered_seconds",
-			"Age of each subscription's oldest event not yet delivered (0 when none waits), by subscription id.", []string{"subscription"}, nil)},
+		readCollector{desc: prometheus.NewDesc("petstore_webhook_oldest_undelivered_seconds",
+			"Age of each subscription's oldest event not yet delivered (0 when none waits), by subscription id.", []string{"subscription"}, nil),
+			read: d.backlog},
 	}
 }
 
@@ -646,35 +638,25 @@ func signatures(w webhook, at time.Time, id, ts string, body []byte) string {
 	return s
 }
 
-// backlogCollector reports the age of each subscription's oldest
-// undelivered event, read when Prometheus scrapes: at most maxWebhooks
-// subscriptions, one indexed read each.
-type backlogCollector struct {
-	d    *dispatcher
-	desc *prometheus.Desc
-}
-
-func (c backlogCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c backlogCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	p, err := c.d.st.listWebhooks(ctx, "", pageRequest{limit: maxWebhooks}, nil)
+// backlog emits the age of each subscription's oldest undelivered event,
+// when Prometheus scrapes: at most maxWebhooks subscriptions, one indexed
+// read each.
+func (d *dispatcher) backlog(ctx context.Context, emit func(float64, ...string)) error {
+	p, err := d.st.listWebhooks(ctx, "", pageRequest{limit: maxWebhooks}, nil)
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, err)
-		return
+		return err
 	}
-	now := c.d.now()
+	now := d.now()
 	for _, w := range p.items {
-		events, err := c.d.st.listEvents(ctx, w.deliveredThrough, 1, subscribedTypes(w.Patterns))
+		events, err := d.st.listEvents(ctx, w.deliveredThrough, 1, subscribedTypes(w.Patterns))
 		if err != nil {
-			ch <- prometheus.NewInvalidMetric(c.desc, err)
-			return
+			return err
 		}
 		age := 0.0
 		if len(events) > 0 {
 			age = max(0, now.Sub(events[0].OccurredAt).Seconds())
 		}
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, age, strconv.FormatInt(w.ID, 10))
+		emit(age, strconv.FormatInt(w.ID, 10))
 	}
+	return nil
 }

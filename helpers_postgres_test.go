@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"os/exec"
+	"petstore/internal/pgcluster"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Test helpers: the PostgreSQL half of the suite (a throwaway cluster the
+// tests start, a database of its own for each test, the second run of the
+// HTTP tests) and a test in a process of its own.
+
+// backendVariable selects the backend of newTestServer in the second run;
+// pgURLVariable passes it the first run's cluster.
+const (
+	backendVariable = "PETSTORE_TEST_BACKEND"
+	pgURLVariable   = "PETSTORE_TEST_POSTGRES_URL"
+)
+
+// testBackend is "postgres" in the second run, "" (SQLite) otherwise.
+var testBackend = os.Getenv(backendVariable)
+
+// onPostgres collects the top-level tests that run again on PostgreSQL:
+// those that started a newTestServer on its default database.
+var onPostgres struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+// rerunOnPostgres records that t's top-level test runs again on PostgreSQL.
+func rerunOnPostgres(t testing.TB) {
+	name, _, _ := strings.Cut(t.Name(), "/")
+	onPostgres.mu.Lock()
+	defer onPostgres.mu.Unlock()
+	if onPostgres.names == nil {
+		onPostgres.names = map[string]bool{}
+	}
+	onPostgres.names[name] = true
+}
+
+// pgCluster is a PostgreSQL server the tests started (internal/pgcluster,
+// which bench/ uses too), with the tests' settings: on a Unix socket in its
+// own directory, so that no TCP port is reserved and none can be taken
+// from it, even across a restart.
+type pgCluster struct{ *pgcluster.Cluster }
+
+// testPostgres is the cluster of this test binary, started on first use and
+// stopped by TestMain.
+var testPostgres struct {
+	once    sync.Once
+	cluster *pgCluster
+	url     string // of its petstore database
+	err     error
+}
+
+// pgTestSettings are the test clusters' settings beyond the defaults. They
+// run without fsync: the tests stop them cleanly, never by a power cut.
+// Every test that runs on PostgreSQL has a database of its own, with the
+// connections of its stores, and a few hundred run at once.
+var pgTestSettings = []string{"max_connections=500", "fsync=off", "full_page_writes=off", "shared_buffers=64MB", "log_min_messages=fatal"}
+
+// pgStartTimeout bounds initdb, and then the server's start.
+const pgStartTimeout = 30 * time.Second
+
+// startPostgresCluster initialises and starts a new cluster.
+func startPostgresCluster() (*pgCluster, error) {
+	c, err := pgcluster.Start(context.Background(), pgStartTimeout, pgTestSettings...)
+	if err != nil {
+		return nil, err
+	}
+	return &pgCluster{c}, nil
+}
+
+// start starts the server again after stop.
+func (c *pgCluster) start() error { return c.Start(context.Background(), pgStartTimeout) }
+
+// stop shuts the server down, keeping everything committed, and waits for
+// it to exit.
+func (c *pgCluster) stop() { c.Stop() }
+
+// url is the URL of a database of the cluster.
+func (c *pgCluster) url(database string) string { return c.URL(database) }
+
+// remove stops the cluster and deletes its files.
+func (c *pgCluster) remove() { c.Remove() }
+
+// sharedPostgres returns the URL of the petstore database of this test
+// binary's cluster, starting it on first use: the first run's own, or, in
+// the second run, the one the first run passed down.
+func sharedPostgres() (string, error) {
+	testPostgres.once.Do(func() {
+		if u := os.Getenv(pgURLVariable); u != "" {
+			testPostgres.url = u
+			return
+		}
+		c, err := startPostgresCluster()
+		if err != nil {
+			testPostgres.err = err
+			return
+		}
+		testPostgres.cluster = c
+		db, err := sql.Open("pgx", c.url("postgres"))
+		if err == nil {
+			_, err = db.Exec("CREATE DATABASE petstore")
+			db.Close()
+		}
+		if err == nil {
+			// The names of the tests' databases (postgresSchema), made
+			// here once: CREATE SEQUENCE IF NOT EXISTS is not safe
+			// against itself, and the tests run in parallel.
+			db, err = sql.Open("pgx", c.url("petstore"))
+			if err == nil {
+				_, err = db.Exec("CREATE SEQUENCE petstore_test_databases")
+				db.Close()
+			}
+		}
+		testPostgres.url, testPostgres.err = c.url("petstore"), err
+	})
+	return testPostgres.url, testPostgres.err
+}
+
+// The one line that says the PostgreSQL parts were skipped, and how to run
+// them: every part that needs PostgreSQL records the same line, so a run
+// without it prints it once.
+const (
+	postgresPart   = "every PostgreSQL part of the suite (its second run of the HTTP tests, replicas, faults, copy)"
+	enablePostgres = "apt-get install postgresql (the tests start throwaway clusters themselves)"
+)
+
+// postgresSchema returns the URL of an empty database of the shared
+// cluster, the test's own until it ends. It skips the test (fails it in CI)
+// when PostgreSQL is not installed. A database rather than a schema: the
+// replicas' write lock (writeLock) and pg_locks are per database, so tests
+// that run at once never wait on each other's batches (a test that holds
+// its writes would otherwise hold every other test's). Creating a database
+// copies a template (about 200 ms), so a test's database is emptied when it
+// ends and handed to the next test (testDatabases).
+func postgresSchema(t testing.TB) string {
+	t.Helper()
+	base, err := sharedPostgres()
+	missingPart(t, postgresPart, enablePostgres, err)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + testDatabases.take(t, base)
+	t.Cleanup(func() {
+		// After the test's own clean-ups (registered later, run first).
+		if err := emptyDatabase(u.String()); err != nil {
+			t.Errorf("empty the test's database %s: %v", u.Path, err)
+			return // not handed out again
+		}
+		testDatabases.give(strings.TrimPrefix(u.Path, "/"))
+	})
+	return u.String()
+}
+
+// testDatabases are the empty databases of the shared cluster that no
+// running test holds, named t1, t2... by a sequence of the cluster
+// (petstore_test_databases, made with it), so that the two runs of the test
+// binary never make the same name.
+var testDatabases databasePool
+
+// databasePool hands out the empty databases of a cluster.
+type databasePool struct {
+	mu   sync.Mutex
+	free []string
+}
+
+// take returns a free database, creating one when none is free.
+func (p *databasePool) take(t testing.TB, base string) string {
+	t.Helper()
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		name := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return name
+	}
+	p.mu.Unlock()
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int64
+	if err := db.QueryRowContext(t.Context(), "SELECT nextval('petstore_test_databases')").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	// The name is made here from a number, never from input.
+	name := fmt.Sprintf("t%d", n)
+	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// give hands back a database that emptyDatabase emptied.
+func (p *databasePool) give(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, name)
+}
+
+// emptyDatabase ends the connections a test left open to the database at
+// u (a process it killed may leave one for a moment) and drops everything
+// the test made in it: the migrations make their tables, functions and
+// triggers in the public schema, and nothing else.
+func emptyDatabase(u string) error {
+	db, err := sql.Open("pgx", u)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx := context.Background()
+	for _, stmt := range []string{
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+		"DROP SCHEMA public CASCADE",
+		"CREATE SCHEMA public",
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
+}
+
+// runOnPostgres runs the tests that rerunOnPostgres recorded again, in a
+// second run of this test binary, on PostgreSQL, and returns its exit code.
+func runOnPostgres() int {
+	onPostgres.mu.Lock()
+	names := slices.Sorted(maps.Keys(onPostgres.names))
+	onPostgres.mu.Unlock()
+	if len(names) == 0 {
+		return 0
+	}
+	url, err := sharedPostgres()
+	if err != nil {
+		if os.Getenv(ciVariable) != "" {
+			fmt.Fprintf(os.Stderr, "the PostgreSQL half of the suite cannot run: %v; %s=1 means every part must run (%s)\n", err, ciVariable, enablePostgres)
+			return 1
+		}
+		noteSkipped(fmt.Sprintf("skipped %s (%v); to run it: %s", postgresPart, err, enablePostgres))
+		return 0
+	}
+	// The first run's files (its log for go test's cache, a coverage
+	// profile) are its own; and the second run chooses its tests.
+	args := argsWithout("test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip")
+	args = append(args, "-test.run=^("+strings.Join(names, "|")+")$")
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), backendVariable+"=postgres", pgURLVariable+"="+url)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "the PostgreSQL run of %d tests failed: %v\n", len(names), err)
+		return 1
+	}
+	return 0
+}
+
+// argsWithout returns this test binary's arguments but for the flags named
+// in drop, each left out with its value, whether given as -flag=value (as go
+// test passes them) or as -flag value (the binary run by hand). A value kept
+// alone would end the new run's flags before those appended after it.
+func argsWithout(drop ...string) []string {
+	var args []string
+	for i := 1; i < len(os.Args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(os.Args[i], "-"), "=")
+		if slices.Contains(drop, name) {
+			if !hasValue {
+				i++
+			}
+			continue
+		}
+		args = append(args, os.Args[i])
+	}
+	return args
+}
+
+// aloneVariable marks a run of the test binary that inAProcessOfItsOwn
+// started for one test.
+const aloneVariable = "PETSTORE_TEST_ALONE"
+
+// inAProcessOfItsOwn is for a test that measures something of the whole
+// process (its heap) and so cannot share it with the tests running in
+// parallel. In the test's own process it returns true, and the test goes
+// on. Otherwise it runs this test binary again for t's test alone, reports
+// that run's failure as t's, and returns false: the test ends there.
+func inAProcessOfItsOwn(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(aloneVariable) == t.Name() {
+		return true
+	}
+	// As in runOnPostgres: the files are this run's, and the new run
+	// chooses its test.
+	args := argsWithout("test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip", "test.count", "test.cpuprofile", "test.memprofile", "test.trace")
+	args = append(args, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
+	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd.Env = append(os.Environ(), aloneVariable+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("%s in a process of its own: %v\n%s", t.Name(), err, out)
+	}
+	return false
+}
+
+// dbFor is the -db of a test that starts the service itself (with startRun
+// or startBinary) and may run on either backend: path, a SQLite file, in the
+// first run, which records the test to run again; in the PostgreSQL run, a
+// schema of its own, the same one for the same path within the test.
+func dbFor(t *testing.T, path string) string {
+	t.Helper()
+	if testBackend != "postgres" {
+		rerunOnPostgres(t)
+		return path
+	}
+	dbForSchemas.mu.Lock()
+	defer dbForSchemas.mu.Unlock()
+	if dbForSchemas.urls == nil {
+		dbForSchemas.urls = map[string]string{}
+	}
+	if u, ok := dbForSchemas.urls[path]; ok {
+		return u
+	}
+	u := postgresSchema(t)
+	dbForSchemas.urls[path] = u
+	return u
+}
+
+// dbForSchemas remembers the schema dbFor gave each path.
+var dbForSchemas struct {
+	mu   sync.Mutex
+	urls map[string]string
+}
+
+// openDB opens a database as a test reads it past the service: a SQLite
+// file or a PostgreSQL URL.
+func openDB(t *testing.T, db string) *sql.DB {
+	t.Helper()
+	driver := "sqlite"
+	if isPostgresURL(db) {
+		driver = "pgx"
+	}
+	conn, err := sql.Open(driver, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
