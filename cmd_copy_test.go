@@ -59,7 +59,7 @@ func TestCopyMovesAShopToPostgreSQLAndBack(t *testing.T) {
 		if err := run(t.Context(), []string{"copy", "-from", hop.from, "-to", hop.to}, mapEnv(nil), strings.NewReader(""), &out, &out); err != nil {
 			t.Fatalf("copy %s to %s: %v", redactDB(hop.from), redactDB(hop.to), err)
 		}
-		if !strings.HasPrefix(out.String(), fmt.Sprintf("copied %d pets, %d orders, 1 idempotency records, %d events and 1 prune marks", len(want.Pets), len(want.Orders), len(want.Events))) {
+		if !strings.HasPrefix(out.String(), fmt.Sprintf("copied %d pets, %d orders, 1 idempotency records, %d events, 1 prune marks and 0 ACME entries", len(want.Pets), len(want.Orders), len(want.Events))) {
 			t.Errorf("copy printed %q", out.String())
 		}
 	}
@@ -110,7 +110,7 @@ func TestCopySaysWhatItLeavesBehind(t *testing.T) {
 			if err := run(t.Context(), []string{"copy", "-from", src, "-to", dst}, mapEnv(nil), strings.NewReader(""), &out, &out); err != nil {
 				t.Fatalf("copy: %v", err)
 			}
-			want := fmt.Sprintf("copied 1 pets, 0 orders, 0 idempotency records, 1 events and 1 prune marks from %s to %s\n", src, dst) + tt.leftBehind
+			want := fmt.Sprintf("copied 1 pets, 0 orders, 0 idempotency records, 1 events, 1 prune marks and 0 ACME entries from %s to %s\n", src, dst) + tt.leftBehind
 			if diff := cmp.Diff(want, out.String()); diff != "" {
 				t.Errorf("the copy's summary mismatch (-want +got):\n%s", diff)
 			}

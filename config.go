@@ -36,6 +36,10 @@ type config struct {
 	limits            limits
 	events            feedConfig
 	webhooks          webhookConfig
+	tls               tlsSettings
+	// given are the settings set by a flag or a variable, not defaulted:
+	// -domain moves the defaults of -addr and -http-addr.
+	given map[string]bool
 
 	keys   keyring // loaded from apiKeys and apiKeysFile
 	secret []byte  // loaded from secretFile, or the file next to the database; nil while secretInDB
@@ -58,7 +62,7 @@ type limits struct {
 }
 
 // Bounds of the body budget: the default, and the least that still lets a
-// body of the largest size in (its buffer doubles from 512 KiB to 1 MiB).
+// body of the largest size in (its buffer grows from 256 KiB to 1 MiB, both held for a moment).
 const (
 	defaultAuthFailures  = 50
 	defaultMaxBodyMemory = 32 << 20
@@ -124,6 +128,15 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.webhooks.timeout, "webhook-timeout", defaultWebhookTimeout, "time a webhook receiver has to answer a delivery; slower is a failure")
 	fs.DurationVar(&cfg.webhooks.leaseTTL, "webhook-lease", defaultWebhookLease, "how long a replica holds a webhook subscription without renewing its lease; another replica takes over within this plus 1s of its death")
 	fs.BoolVar(&cfg.webhooks.allowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses and the machine's own (local development and tests only); never 0.0.0.0, :: nor the service's own listeners")
+	fs.StringVar(&cfg.tls.domains, "domain", "", "comma-separated names to serve HTTPS for, with certificates obtained and renewed by themselves from an ACME CA (Let's Encrypt by default); -addr then defaults to :443 and -http-addr to :80")
+	fs.StringVar(&cfg.tls.acmeCA, "acme-ca", letsEncryptCA, "the ACME directory URL of the CA -domain orders certificates from")
+	fs.StringVar(&cfg.tls.acmeCARoot, "acme-ca-root", "", "PEM file of the roots to trust for the ACME CA's own HTTPS (a private CA such as step-ca); default: the system's")
+	fs.StringVar(&cfg.tls.acmeEmail, "acme-email", "", "contact address of the ACME account, for the CA's notices; default: none")
+	fs.StringVar(&cfg.tls.acmeProfile, "acme-profile", "", "the certificate profile to ask the ACME CA for (Let's Encrypt's: classic, tlsserver, shortlived); default: the CA's")
+	fs.DurationVar(&cfg.tls.acmeRenewCheck, "acme-renew-check", defaultACMERenewCheck, "how often the certificates of -domain are looked at for renewal (they are renewed ahead of expiry, when the CA's renewal window or a third of their life remains)")
+	fs.StringVar(&cfg.tls.certFile, "tls-cert", "", "PEM file of the HTTPS certificate (the full chain); with -tls-key; reread on SIGHUP and when it changes")
+	fs.StringVar(&cfg.tls.keyFile, "tls-key", "", "PEM file of the private key of -tls-cert")
+	fs.StringVar(&cfg.tls.httpAddr, "http-addr", "", "with HTTPS, a plain HTTP listener beside it, host:port: it answers ACME challenges, redirects pages to https and refuses /v1 (403); empty: none")
 	fs.StringVar(&cfg.pprofAddr, "pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this loopback address, host:port, apart from the API and without a key; empty: off")
 	fs.Usage = func() { usage(fs) }
 	return fs
@@ -198,12 +211,24 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if envErr != nil {
 		return cfg, envErr
 	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if getenv(envName(f.Name)) != "" {
+			given[f.Name] = true
+		}
+	})
+	cfg.given = given
 	cfg.apiKeys = getenv(envPrefix + "API_KEYS")
 	return cfg, cfg.check()
 }
 
 // check validates the settings and loads the files they name.
 func (cfg *config) check() error {
+	if err := cfg.tls.check(cfg.given); err != nil {
+		return err
+	}
+	if cfg.tls.domains != "" && !cfg.given["addr"] {
+		cfg.addr = ":443"
+	}
 	if err := checkAddr(cfg.addr); err != nil {
 		return &configError{settingName("addr"), err.Error()}
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -35,6 +36,9 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	aFile := filepath.Join(dir, "a-file")
 	writeFile(t, aFile, "not a directory")
 	writeFile(t, filepath.Join(dir, "bad-keys"), "sha256:nothex label\n")
+	good := makeCert(t, dir, "good", time.Now().Add(24*time.Hour))
+	other := makeCert(t, dir, "other", time.Now().Add(24*time.Hour))
+	expired := makeCert(t, dir, "expired", time.Now().Add(-time.Minute))
 	writeFile(t, filepath.Join(dir, "twice-keys"), "alpha-key-0123456789 a\nbeta-key-0123456789 b\nalpha-key-0123456789 c scopes=pets:read\n")
 	alpha := sha256.Sum256([]byte("alpha-key-0123456789"))
 	writeFile(t, filepath.Join(dir, "twice-digest-keys"), "alpha-key-0123456789 a\nsha256:"+hex.EncodeToString(alpha[:])+" b scopes=pets:read\n")
@@ -82,6 +86,18 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"a key file that lists a key and its digest", nil, []string{"-api-keys-file", filepath.Join(dir, "twice-digest-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "line 2 is the same key as line 1"},
 		{"a key file that lists a key of PETSTORE_API_KEYS again", nil, []string{"-api-keys-file", filepath.Join(dir, "env-again-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "line 2 is the same key as key 1 of PETSTORE_API_KEYS"},
 		{"PETSTORE_API_KEYS with a key twice", map[string]string{"PETSTORE_API_KEYS": "one-key-0123456789, two-key-0123456789,one-key-0123456789"}, nil, "PETSTORE_API_KEYS", "key 3 of PETSTORE_API_KEYS is the same key as key 1"},
+		{"a missing TLS certificate", nil, []string{"-tls-cert", filepath.Join(dir, "none.crt"), "-tls-key", good.keyFile}, "-tls-cert (PETSTORE_TLS_CERT)", "cannot read " + filepath.Join(dir, "none.crt")},
+		{"a missing TLS key", map[string]string{"PETSTORE_TLS_CERT": good.certFile, "PETSTORE_TLS_KEY": filepath.Join(dir, "none.key")}, nil, "-tls-key (PETSTORE_TLS_KEY)", "cannot read"},
+		{"a TLS key of another certificate", nil, []string{"-tls-cert", good.certFile, "-tls-key", other.keyFile}, "-tls-key (PETSTORE_TLS_KEY)", "are not a certificate and its private key"},
+		{"a TLS key given as the certificate", nil, []string{"-tls-cert", good.keyFile, "-tls-key", good.keyFile}, "-tls-cert (PETSTORE_TLS_CERT)", "holds no PEM certificate"},
+		{"an expired TLS certificate", nil, []string{"-tls-cert", expired.certFile, "-tls-key", expired.keyFile}, "-tls-cert (PETSTORE_TLS_CERT)", "expired at"},
+		{"a TLS certificate without its key", nil, []string{"-tls-cert", good.certFile}, "-tls-key (PETSTORE_TLS_KEY)", "is missing"},
+		{"-domain with -tls-cert", nil, []string{"-domain", "shop.example.com", "-tls-cert", good.certFile, "-tls-key", good.keyFile}, "-domain (PETSTORE_DOMAIN)", "one or the other"},
+		{"a wildcard domain", nil, []string{"-domain", "*.example.com"}, "-domain (PETSTORE_DOMAIN)", "without a wildcard"},
+		{"a domain that is an IP address", map[string]string{"PETSTORE_DOMAIN": "shop.example.com,192.0.2.7"}, nil, "-domain (PETSTORE_DOMAIN)", "IP address"},
+		{"an ACME CA over plain HTTP", nil, []string{"-domain", "shop.example.com", "-acme-ca", "http://ca.example.com/dir"}, "-acme-ca (PETSTORE_ACME_CA)", "https URL"},
+		{"an ACME setting without -domain", map[string]string{"PETSTORE_ACME_EMAIL": "ops@example.com"}, nil, "-domain (PETSTORE_DOMAIN)", "is missing"},
+		{"a plain listener without HTTPS", nil, []string{"-http-addr", "127.0.0.1:0"}, "-http-addr (PETSTORE_HTTP_ADDR)", "beside HTTPS"},
 		{"a key file its group can write", nil, []string{"-api-keys-file", filepath.Join(dir, "group-writable-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "written by its group or by other users (mode 0620)"},
 		{"a key file anyone can write", nil, []string{"-api-keys-file", filepath.Join(dir, "world-writable-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "(mode 0602)"},
 		{"a missing secret file, named", nil, []string{"-secret-file", filepath.Join(dir, "no-secret")}, "-secret-file (PETSTORE_SECRET_FILE)", "cannot read the secret file " + filepath.Join(dir, "no-secret")},
@@ -136,20 +152,28 @@ func TestBadConfigurationExitsWithCode2BeforeListening(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "-read-timeout", "-3s")
-	cmd.Env = append(os.Environ(), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+filepath.Join(t.TempDir(), "x.db"))
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 2 {
-		t.Errorf("exit: %v, want exit code 2", err)
-	}
-	want := "petstore: -read-timeout (PETSTORE_READ_TIMEOUT): -3s is negative; use 0 for no limit\n"
-	if diff := cmp.Diff(want, stderr.String()); diff != "" {
-		t.Errorf("stderr mismatch (-want +got):\n%s", diff)
-	}
-	if stdout.Len() != 0 {
-		t.Errorf("stdout = %q, want nothing (it never listened)", stdout.String())
+	missing := filepath.Join(t.TempDir(), "missing.crt")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-read-timeout", "-3s"}, "petstore: -read-timeout (PETSTORE_READ_TIMEOUT): -3s is negative; use 0 for no limit\n"},
+		{[]string{"-tls-cert", missing, "-tls-key", missing}, "petstore: -tls-cert (PETSTORE_TLS_CERT): cannot read " + missing + ": no such file or directory\n"},
+	} {
+		cmd := exec.Command(bin, tt.args...)
+		cmd.Env = append(os.Environ(), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+filepath.Join(t.TempDir(), "x.db"))
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 2 {
+			t.Errorf("%v: exit: %v, want exit code 2", tt.args, err)
+		}
+		if diff := cmp.Diff(tt.want, stderr.String()); diff != "" {
+			t.Errorf("%v: stderr mismatch (-want +got):\n%s", tt.args, diff)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%v: stdout = %q, want nothing (it never listened)", tt.args, stdout.String())
+		}
 	}
 }
 

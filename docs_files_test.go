@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/google/go-cmp/cmp"
@@ -306,15 +307,18 @@ type tourCommand struct {
 	command, want string
 }
 
-// readmeTour reads the commands of the README's tour: every line of its sh
+// readmeTour reads the commands of the README's tour (see shellTour).
+func readmeTour(t *testing.T) []tourCommand { return shellTour(t, "README.md", "A tour") }
+
+// shellTour reads the commands of a section of a guide: every line of its sh
 // blocks (a line ending in \ continues on the next), each followed by the
 // answer it prints, as comment lines starting with "# ".
-func readmeTour(t *testing.T) []tourCommand {
+func shellTour(t *testing.T, file, heading string) []tourCommand {
 	t.Helper()
 	var cmds []tourCommand
 	inBlock := false
 	pending := ""
-	for line := range strings.SplitSeq(section(t, readFile(t, "README.md"), "A tour"), "\n") {
+	for line := range strings.SplitSeq(section(t, readFile(t, file), heading), "\n") {
 		switch {
 		case !inBlock && strings.TrimSpace(line) == "```sh":
 			inBlock = true
@@ -360,23 +364,11 @@ func TestTheREADMETourRuns(t *testing.T) {
 	// no setting); only the port is free rather than 8080.
 	svc := startCommand(t, cmd, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=", "PETSTORE_API_KEYS=", "PETSTORE_API_KEYS_FILE=", "PETSTORE_SECRET_FILE=")
 
-	const separator = "@@ end of a tour command @@"
-	var script strings.Builder
-	script.WriteString("set -e\n")
+	var commands []string
 	for _, c := range cmds {
-		script.WriteString(strings.ReplaceAll(c.command, "http://localhost:8080", svc.URL) + "\n")
-		fmt.Fprintf(&script, "printf '\\n%s\\n'\n", separator)
+		commands = append(commands, strings.ReplaceAll(c.command, "http://localhost:8080", svc.URL))
 	}
-	sh := exec.CommandContext(t.Context(), "sh", "-c", script.String())
-	sh.Dir = dir
-	sh.Env = append(os.Environ(), "PATH="+filepath.Dir(curl)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	var stderr bytes.Buffer
-	sh.Stderr = &stderr
-	out, err := sh.Output()
-	if err != nil {
-		t.Fatalf("the tour failed: %v\n%s\nstderr: %s\nscript:\n%s", err, out, stderr.String(), script.String())
-	}
-	answers := strings.Split(string(out), "\n"+separator+"\n")
+	answers := runCommands(t, dir, curl, commands)
 	for i, c := range cmds {
 		if i >= len(answers) {
 			t.Errorf("%s: no answer", c.command)
@@ -392,6 +384,80 @@ func TestTheREADMETourRuns(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("%s\nprinted %q\nthe README shows %q", c.command, got, want)
+		}
+	}
+}
+
+// runCommands runs commands with sh in dir, one script that stops at the
+// first failure, with curl on the path, and returns what each printed.
+func runCommands(t *testing.T, dir, curl string, commands []string) []string {
+	t.Helper()
+	const separator = "@@ end of a command @@"
+	var script strings.Builder
+	script.WriteString("set -e\n")
+	for _, c := range commands {
+		script.WriteString(c + "\n")
+		fmt.Fprintf(&script, "printf '\\n%s\\n'\n", separator)
+	}
+	sh := exec.CommandContext(t.Context(), "sh", "-c", script.String())
+	sh.Dir = dir
+	sh.Env = append(os.Environ(), "PATH="+filepath.Dir(curl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stderr bytes.Buffer
+	sh.Stderr = &stderr
+	out, err := sh.Output()
+	if err != nil {
+		t.Fatalf("the commands failed: %v\n%s\nstderr: %s\nscript:\n%s", err, out, stderr.String(), script.String())
+	}
+	return strings.Split(string(out), "\n"+separator+"\n")
+}
+
+// TestTheHTTPSGuideRuns runs the commands of docs/https.md for your own
+// certificate: the service started as the guide starts it (on a free port
+// rather than 8443), with a certificate this test made for 127.0.0.1 as
+// cert.pem and key.pem, then the guide's curl commands with sh, each
+// compared with the answer the guide shows.
+func TestTheHTTPSGuideRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	curl, err := exec.LookPath("curl")
+	missingPart(t, "the HTTPS guide's commands (curl)", "apt-get install curl", err)
+	cmds := shellTour(t, "docs/https.md", "Try it")
+	dir := t.TempDir()
+	c := makeCert(t, dir, "cert", time.Now().Add(time.Hour))
+	replace(t, c.certFile, filepath.Join(dir, "cert.pem"))
+	replace(t, c.keyFile, filepath.Join(dir, "key.pem"))
+	const guideURL, guideAddr = "https://127.0.0.1:8443", "127.0.0.1:8443"
+	var svc *process
+	var commands []string
+	var checked []tourCommand
+	for _, cmd := range cmds {
+		args := strings.Fields(cmd.command)
+		if args[0] == "petstore" && args[len(args)-1] == "&" {
+			// The service, started here so that this test ends it by its
+			// PID; the same arguments, on a free port.
+			if !strings.Contains(cmd.command, guideAddr) {
+				t.Fatalf("the guide starts the service without -addr %s: %s", guideAddr, cmd.command)
+			}
+			args = slices.Replace(args[1:len(args)-1:len(args)-1], slices.Index(args[1:], guideAddr), slices.Index(args[1:], guideAddr)+1, "127.0.0.1:0")
+			run := exec.Command(buildBinary(t), args...)
+			run.Dir = dir
+			svc = startCommand(t, run, "PETSTORE_API_KEYS=", "PETSTORE_API_KEYS_FILE=", "PETSTORE_SECRET_FILE=")
+			continue
+		}
+		if svc == nil {
+			t.Fatalf("the guide runs %q before it starts the service", cmd.command)
+		}
+		commands = append(commands, strings.ReplaceAll(cmd.command, guideURL, svc.URL))
+		checked = append(checked, cmd)
+	}
+	if len(checked) < 2 {
+		t.Fatalf("the guide has %d commands to check: %q", len(checked), cmds)
+	}
+	answers := runCommands(t, dir, curl, commands)
+	for i, c := range checked {
+		if i >= len(answers) || strings.TrimSpace(answers[i]) != c.want {
+			t.Errorf("%s\nprinted %q\nthe guide shows %q", c.command, answers[min(i, len(answers)-1)], c.want)
 		}
 	}
 }

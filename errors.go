@@ -15,6 +15,7 @@ import (
 const (
 	codeUnauthorized         = "unauthorized"
 	codeInsufficientScope    = "insufficient_scope"
+	codeHTTPSRequired        = "https_required"
 	codeInvalidBody          = "invalid_body"
 	codeInvalidField         = "invalid_field"
 	codeInvalidParameter     = "invalid_parameter"
@@ -45,7 +46,7 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case codeUnauthorized:
 		return http.StatusUnauthorized
-	case codeInsufficientScope:
+	case codeInsufficientScope, codeHTTPSRequired:
 		return http.StatusForbidden
 	case codeNotFound:
 		return http.StatusNotFound
@@ -224,11 +225,12 @@ const unreadBodyGrace = 250 * time.Millisecond
 
 // refusedUnread reports whether an error of this code is answered before the
 // request's body is read: no key or an invalid one (and a repeated
-// Authorization header), a scope the key lacks, a rate limit, and a body
-// refused by its declared size or media type.
+// Authorization header), a scope the key lacks, a rate limit, a body
+// refused by its declared size or media type, and a request to the plain
+// listener beside HTTPS.
 func refusedUnread(code string) bool {
 	switch code {
-	case codeUnauthorized, codeInvalidHeader, codeInsufficientScope, codeRateLimited, codePayloadTooLarge, codeUnsupportedMediaType:
+	case codeUnauthorized, codeInvalidHeader, codeInsufficientScope, codeRateLimited, codePayloadTooLarge, codeUnsupportedMediaType, codeHTTPSRequired:
 		return true
 	}
 	return false

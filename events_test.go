@@ -445,8 +445,11 @@ func openStream(t *testing.T, base, query string, hdr map[string]string) (*sseSt
 		t.Fatalf("open stream: %v", err)
 	}
 	if res.StatusCode != http.StatusOK {
+		// Read before the request's context ends: over HTTP/2 the end
+		// would reset the stream under the body.
+		r := readResponse(t, res)
 		cancel()
-		return nil, readResponse(t, res)
+		return nil, r
 	}
 	s := &sseStream{res: res, frames: make(chan sseFrame, 1024), cancel: cancel}
 	go func() {

@@ -39,6 +39,9 @@ func doRequest(t testing.TB, base, method, path, body string, hdr map[string]str
 		t.Errorf("%s %s: %v", method, path, err)
 		return response{}
 	}
+	if testTLS && strings.HasPrefix(base, "https://") && res.ProtoMajor != 2 {
+		t.Errorf("%s %s went over %s, not HTTP/2, in the run over HTTPS", method, path, res.Proto)
+	}
 	return readResponse(t, res)
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"os"
 	"os/exec"
@@ -113,7 +112,7 @@ func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	keys := staticKeyring(cfg.keys...)
 	events := newFeed(slogTo(logBuf), st, keys, cfg.events, cfg.now)
 	h := newServer(slogTo(logBuf), keys, st, newMetrics(st), events, cfg.now, cfg.limits)
-	srv := httptest.NewServer(h)
+	srv := startTestHTTP(t, h)
 	t.Cleanup(srv.Close)
 	// Before the server closes (cleanups run last first): Close waits for
 	// every request, and a stream ends only when the feed stops.
@@ -123,12 +122,13 @@ func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 
 // urlLine is the launch contract: the line the service prints once it accepts
 // connections.
-var urlLine = regexp.MustCompile(`^petstore listening on (http://127\.0\.0\.1:[0-9]+)$`)
+var urlLine = regexp.MustCompile(`^petstore listening on (https?://[a-z0-9.-]+:[0-9]+)$`)
 
 // runningService is run() started in-process, as an integration test of
 // another project would start the binary.
 type runningService struct {
 	URL    string
+	Stdout *syncBuffer // what follows the URL line
 	Stderr *syncBuffer
 	cancel context.CancelFunc
 	done   chan error
@@ -144,7 +144,7 @@ func startRun(t *testing.T, env map[string]string, args ...string) *runningServi
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stdoutR, stdoutW := io.Pipe()
-	rs := &runningService{Stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	rs := &runningService{Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	env = withSharedSecret(t, env)
 	go func() {
 		err := run(ctx, args, mapEnv(env), strings.NewReader(""), stdoutW, rs.Stderr)
@@ -155,11 +155,12 @@ func startRun(t *testing.T, env map[string]string, args ...string) *runningServi
 		rs.cancel()
 		<-rs.done
 	})
-	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	stdout := bufio.NewReader(stdoutR)
+	line, err := stdout.ReadString('\n')
 	if err != nil {
 		t.Fatalf("no URL line on stdout: %v; stderr:\n%s", err, rs.Stderr)
 	}
-	go io.Copy(io.Discard, stdoutR)
+	go io.Copy(rs.Stdout, stdout)
 	m := urlLine.FindStringSubmatch(strings.TrimSuffix(line, "\n"))
 	if m == nil {
 		t.Fatalf("stdout line %q does not match %v", line, urlLine)

@@ -191,9 +191,15 @@ func (r logRecord) field(name string) string {
 // which parts of the suite were skipped because this machine lacks what they
 // need.
 func TestMain(m *testing.M) {
+	if testTLS {
+		trustTestServers()
+	}
 	code := m.Run()
-	if code == 0 && testBackend == "" && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.bench") && !strings.HasSuffix(a, "=") }) {
+	if code == 0 && testBackend == "" && !testTLS && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.bench") && !strings.HasSuffix(a, "=") }) {
 		code = runOnPostgres()
+		if code == 0 {
+			code = runOverTLS()
+		}
 	}
 	if testBinary.dir != "" {
 		os.RemoveAll(testBinary.dir)

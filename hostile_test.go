@@ -387,14 +387,15 @@ func TestRequestBodiesShareAMemoryBudget(t *testing.T) {
 		return metricValue(t, ts.do(t, "GET", "/metrics", "", nil).Body, "petstore_request_body_bytes", map[string]string{})
 	}
 	// A create whose body, of unknown length, arrives slowly: once 900 KB
-	// of it is in, its buffer has doubled to 1 MiB, half of a budget of
+	// of it is in, its buffer has grown to 1 MiB, half of a budget of
 	// 2 MiB.
 	slow, bodyW := startSlowCreate(t, ts.URL)
 	io.WriteString(bodyW, `{"name":"Slow","categoryId":1}`+strings.Repeat(" ", 900_000))
 	eventually(t, "the slow body holds 1 MiB of the budget", func() bool { return held() == 1<<20 })
 
-	// A body of 600 KB needs more than what is left: 503, retry in a second.
-	big := `{"name":"Big","categoryId":1}` + strings.Repeat(" ", 600_000)
+	// A body of 900 KB needs more than what is left (its 256 KiB buffer
+	// and the 900 KB one it grows into): 503, retry in a second.
+	big := `{"name":"Big","categoryId":1}` + strings.Repeat(" ", 900_000)
 	res := ts.do(t, "POST", "/v1/pets", big, nil)
 	wantError(t, res, http.StatusServiceUnavailable, codeUnavailable, "retry")
 	if got := res.Header.Get("Retry-After"); got != "1" {
@@ -411,7 +412,7 @@ func TestRequestBodiesShareAMemoryBudget(t *testing.T) {
 	}
 	eventually(t, "every body's share is given back", func() bool { return held() == 0 })
 	if res := ts.do(t, "POST", "/v1/pets", big, nil); res.Status != http.StatusCreated {
-		t.Errorf("the 600 KB create once the budget is free: status %d, body %s", res.Status, res.Body)
+		t.Errorf("the 900 KB create once the budget is free: status %d, body %s", res.Status, res.Body)
 	}
 
 	t.Run("memory is taken for the bytes sent, not the bytes announced", func(t *testing.T) {

@@ -72,10 +72,15 @@ func readJSONBody(w http.ResponseWriter, r *http.Request, also ...string) ([]byt
 const firstBodyRead = 16 << 10
 
 // readBody reads a body of length bytes (-1: unknown) from body as it
-// arrives, into a buffer that doubles when full, up to length or else to
-// maxBodyBytes, taking each new buffer's size from lease before it is
-// allocated. Memory is taken only for bytes a client actually sends:
-// announcing 1 MiB and sending nothing holds 16 KiB at most. It returns
+// arrives, into a buffer that grows fourfold when full (16 KiB, 64 KiB,
+// 256 KiB, 1 MiB), up to length or else to maxBodyBytes, taking each new
+// buffer's size from lease before it is allocated. Memory is taken only for
+// bytes a client actually sends, within four times: announcing 1 MiB and
+// sending nothing holds 16 KiB at most. Growing fourfold rather than
+// twofold leaves a third of the garbage behind a body of 1 MiB (336 KiB
+// rather than 1 MiB), which the collector otherwise let pile up under many
+// bodies at once: with 500 clients sending most of 1 MiB each, the peak
+// resident memory fell from 106-116 MiB to 94-104 MiB. It returns
 // errBodyBudget when the budget has no room.
 func readBody(body io.Reader, length int64, lease *bodyLease) ([]byte, error) {
 	limit := int64(maxBodyBytes)
@@ -91,7 +96,7 @@ func readBody(body io.Reader, length int64, lease *bodyLease) ([]byte, error) {
 			if int64(len(buf)) == limit { // the length is unknown: a full buffer ends the body, or it is too long
 				return buf, endOfBody(body)
 			}
-			size := min(limit, max(firstBodyRead, 2*int64(cap(buf))))
+			size := min(limit, max(firstBodyRead, 4*int64(cap(buf))))
 			if !lease.take(size) {
 				return nil, errBodyBudget
 			}

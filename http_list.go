@@ -20,12 +20,12 @@ const (
 
 // listSpec is what a list operation accepts: every list takes limit (1 to
 // maxLimit, default defaultLimit) and after (keyset pagination by id), and
-// a status filter over its own statuses.
+// a status filter over its own statuses when its items have a status.
 type listSpec struct {
 	operation string   // the operationId, for messages: listPets
 	item      string   // what after and id name, for messages: pet
 	path      string   // the list's path, for the Link to the next page
-	statuses  []string // the values of the status filter
+	statuses  []string // the values of the status filter; nil for a list without one
 	idFilter  bool     // it takes id: a comma-separated list of ids
 }
 
@@ -41,7 +41,10 @@ type listQuery struct {
 
 // parameters names the parameters of the list, for messages.
 func (spec listSpec) parameters() string {
-	if spec.idFilter {
+	switch {
+	case spec.statuses == nil:
+		return "limit and after"
+	case spec.idFilter:
 		return "limit, status, id and after"
 	}
 	return "limit, status and after"
@@ -94,13 +97,6 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 	q := listQuery{page: pageRequest{limit: defaultLimit}}
 	decode := map[string]func(string) error{
 		"limit": func(v string) (err error) { q.page.limit, err = parseLimit(v, maxLimit); return err },
-		"status": func(v string) error {
-			if !slices.Contains(spec.statuses, v) {
-				return errorf(codeInvalidParameter, "parameter status must be one of %s", strings.Join(spec.statuses, ", "))
-			}
-			q.status = v
-			return nil
-		},
 		"after": func(v string) error {
 			n, ok := parseDecimal(v)
 			if !ok {
@@ -109,6 +105,15 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 			q.page.after = n
 			return nil
 		},
+	}
+	if spec.statuses != nil {
+		decode["status"] = func(v string) error {
+			if !slices.Contains(spec.statuses, v) {
+				return errorf(codeInvalidParameter, "parameter status must be one of %s", strings.Join(spec.statuses, ", "))
+			}
+			q.status = v
+			return nil
+		}
 	}
 	if spec.idFilter {
 		decode["id"] = func(v string) (err error) { q.ids, err = parseIDList(v, spec.item); return err }

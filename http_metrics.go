@@ -22,6 +22,7 @@ type metrics struct {
 	orders     *prometheus.CounterVec
 	authFails  *prometheus.CounterVec
 	forbidden  *prometheus.CounterVec
+	plain      prometheus.Counter
 
 	// byRoute keeps the counter and histogram of each route, status and
 	// outcome once found, so that a request costs one map lookup, not the
@@ -79,7 +80,12 @@ func newMetrics(st *store) *metrics {
 			Help: "Requests with a valid API key refused 403 (outcome forbidden) for lacking a scope, by caller label and the scope lacked (empty when the answer did not name it).",
 		}, []string{"caller", "scope"}),
 	}
+	m.plain = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "petstore_plain_http_refused_total",
+		Help: "Requests refused on the plain listener beside HTTPS (403 https_required): under /v1, or not a GET or HEAD of a page. A rise means clients still send keys in clear.",
+	})
 	m.registry.MustRegister(
+		m.plain,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.duration, m.deprecated, m.orders, m.authFails, m.forbidden,
@@ -168,6 +174,23 @@ func (c keyExpiryCollector) Collect(ch chan<- prometheus.Metric) {
 // caller label and the scope, "" when the answer did not name it.
 func (m *metrics) keyForbidden(caller string, need scope) {
 	m.forbidden.WithLabelValues(caller, string(need)).Inc()
+}
+
+// plainRefused counts a request refused on the plain listener beside HTTPS.
+func (m *metrics) plainRefused() { m.plain.Inc() }
+
+// watchCertificates reports when each certificate the service serves
+// expires, by name, read at each scrape: an alert can fire while renewals
+// fail.
+func (m *metrics) watchCertificates(expiries func() map[string]time.Time) {
+	desc := prometheus.NewDesc("petstore_tls_certificate_expiry_timestamp_seconds",
+		"When the TLS certificate served for each name expires, in seconds since 1970 (UTC); a name without a certificate yet is not listed.", []string{"name"}, nil)
+	m.registry.MustRegister(readCollector{desc: desc, read: func(_ context.Context, emit func(float64, ...string)) error {
+		for name, at := range expiries() {
+			emit(float64(at.Unix()), name)
+		}
+		return nil
+	}})
 }
 
 // authFailed counts a request without a valid key by its answer.

@@ -10,7 +10,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,7 +50,7 @@ func newServerWithKeyFile(t *testing.T, content string, now func() time.Time, op
 	logBuf := &syncBuffer{}
 	events := newFeed(slogTo(logBuf), st, kr, cfg.events, now)
 	h := newServer(slogTo(logBuf), kr, st, newMetrics(st), events, now, cfg.limits)
-	srv := httptest.NewServer(h)
+	srv := startTestHTTP(t, h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(events.stop) // before the server closes: a stream ends only when the feed stops
 	return &testServer{URL: srv.URL, DBPath: dbPath, Store: st, Handler: h, Log: logBuf, Feed: events, Keys: kr, KeyFile: file}

@@ -16,8 +16,10 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -114,19 +116,21 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		return err
 	}
 	defer lns.close()
+	certs := certificatesOf(cfg.tls, log, st, lns.api.Addr(), lns.plainAddr())
+	certs.loadStored(ctx)
 	m := newMetrics(st)
-	stopWork := startBackground(ctx, cfg, log, st, m, lns)
+	stopWork := startBackground(ctx, cfg, log, st, m, lns, certs)
 	defer stopWork()
-	srv, serveErr := startServing(cfg, log, st, keys, m, lns)
-	if err := announce(ctx, cfg, log, st, keys, lns, stdout); err != nil {
+	srvs, serveErr := startServing(cfg, log, st, keys, m, lns, certs)
+	if err := announce(ctx, cfg, log, st, keys, lns, certs, stdout); err != nil {
 		return err
 	}
-	reloads := reloadKeys(log, keys)
+	reloads := reloadOnSignal(log, keys, certs)
 	defer close(reloads)
 	if err := waitForStop(ctx, hup, serveErr, reloads); err != nil {
 		return err
 	}
-	return shutdown(ctx, cfg, log, srv)
+	return shutdown(ctx, cfg, log, srvs)
 }
 
 // openStoreOf opens the database of cfg, warns when other users can read
@@ -200,12 +204,22 @@ func seedStore(ctx context.Context, cfg config, log *slog.Logger, st *store) err
 	return nil
 }
 
-// listeners are the service's: the API's and, with -pprof-addr, the
-// runtime profiles' (with its own server).
+// listeners are the service's: the API's; with HTTPS and -http-addr, the
+// plain one beside it; and, with -pprof-addr, the runtime profiles' (with
+// its own server).
 type listeners struct {
 	api      net.Listener
+	plain    net.Listener // nil unless HTTPS with -http-addr
 	profiles net.Listener // nil without -pprof-addr
 	closers  []io.Closer  // closed by close, last first
+}
+
+// plainAddr is the plain listener's address; nil without one.
+func (l *listeners) plainAddr() net.Addr {
+	if l.plain == nil {
+		return nil
+	}
+	return l.plain.Addr()
 }
 
 // listen opens the listeners of cfg. A listener that cannot be opened is a
@@ -216,6 +230,12 @@ func listen(cfg config) (*listeners, error) {
 		return nil, &configError{settingName("addr"), err.Error()}
 	}
 	lns := &listeners{api: ln}
+	if cfg.tls.httpAddr != "" {
+		if lns.plain, err = net.Listen("tcp", cfg.tls.httpAddr); err != nil {
+			ln.Close()
+			return nil, &configError{settingName("http-addr"), err.Error()}
+		}
+	}
 	if cfg.pprofAddr != "" {
 		profiles, err := net.Listen("tcp", cfg.pprofAddr)
 		if err == nil {
@@ -225,6 +245,9 @@ func listen(cfg config) (*listeners, error) {
 		}
 		if err != nil {
 			ln.Close()
+			if lns.plain != nil {
+				lns.plain.Close()
+			}
 			return nil, &configError{settingName("pprof-addr"), err.Error()}
 		}
 		lns.profiles = profiles
@@ -237,14 +260,16 @@ func listen(cfg config) (*listeners, error) {
 // never reach (the profiles' too: it answers without a key).
 func (l *listeners) own() []net.Addr {
 	own := []net.Addr{l.api.Addr()}
-	if l.profiles != nil {
-		own = append(own, l.profiles.Addr())
+	for _, ln := range []net.Listener{l.plain, l.profiles} {
+		if ln != nil {
+			own = append(own, ln.Addr())
+		}
 	}
 	return own
 }
 
-// close closes what listen started besides the API's listener, which the
-// HTTP server's drain closes.
+// close closes what listen started besides the API's and the plain
+// listeners, which the HTTP servers' drain closes.
 func (l *listeners) close() {
 	for _, c := range slices.Backward(l.closers) {
 		c.Close()
@@ -252,10 +277,11 @@ func (l *listeners) close() {
 }
 
 // startBackground starts the work that runs beside the requests: the
-// pruning of idempotency keys and events, and the webhook dispatcher, whose
-// metrics go to m. The function it returns stops them and waits for them,
-// before the store closes.
-func startBackground(ctx context.Context, cfg config, log *slog.Logger, st *store, m *metrics, lns *listeners) (stop func()) {
+// pruning of idempotency keys and events, the webhook dispatcher, whose
+// metrics go to m, and, with HTTPS, the certificates' upkeep (watching the
+// shop's own files, or ordering and renewing). The function it returns
+// stops them and waits for them, before the store closes.
+func startBackground(ctx context.Context, cfg config, log *slog.Logger, st *store, m *metrics, lns *listeners, certs *certificates) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var work sync.WaitGroup
 	work.Go(func() {
@@ -270,52 +296,90 @@ func startBackground(ctx context.Context, cfg config, log *slog.Logger, st *stor
 	hooks := newDispatcher(log, st, cfg.webhooks, lns.own(), time.Now)
 	m.registry.MustRegister(hooks.collectors()...)
 	work.Go(func() { hooks.run(ctx) })
+	if certs != nil {
+		m.watchCertificates(certs.expiries)
+		work.Go(func() { certs.run(ctx, log) })
+	}
 	return func() {
 		cancel()
 		work.Wait()
 	}
 }
 
-// startServing starts the HTTP server of the API on its listener, within
-// the connection cap. The channel it returns tells why serving stopped, if
-// it stops before the drain.
-func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metrics, lns *listeners) (*http.Server, <-chan error) {
+// servers are the service's HTTP servers: the API's and, beside HTTPS,
+// the plain listener's (nil without one).
+type servers struct{ api, plain *http.Server }
+
+// startServing starts the HTTP server of the API on its listener, over TLS
+// with certs, and the plain listener's beside it, both within the
+// connection cap. The channel it returns tells why serving stopped, if it
+// stops before the drain.
+func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metrics, lns *listeners, certs *certificates) (servers, <-chan error) {
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
 	events := newFeed(log, st, keys, cfg.events, time.Now)
-	srv := &http.Server{
-		Handler:           newServer(log, keys, st, m, events, time.Now, cfg.limits),
-		ReadHeaderTimeout: cfg.readHeaderTimeout,
-		ReadTimeout:       cfg.readTimeout,
-		WriteTimeout:      cfg.writeTimeout,
-		IdleTimeout:       cfg.idleTimeout,
-		MaxHeaderBytes:    cfg.maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ConnState:         conns.connState,
+	newHTTPServer := func(h http.Handler) *http.Server {
+		return &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: cfg.readHeaderTimeout,
+			ReadTimeout:       cfg.readTimeout,
+			WriteTimeout:      cfg.writeTimeout,
+			IdleTimeout:       cfg.idleTimeout,
+			MaxHeaderBytes:    cfg.maxHeaderBytes,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			ConnState:         conns.connState,
+		}
 	}
+	srvs := servers{api: newHTTPServer(newServer(log, keys, st, m, events, time.Now, cfg.limits))}
 	// Streams never end by themselves: they end when the drain begins.
-	srv.RegisterOnShutdown(events.stop)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(conns.listener(lns.api)) }()
-	return srv, serveErr
+	srvs.api.RegisterOnShutdown(events.stop)
+	serveErr := make(chan error, 2)
+	if certs == nil {
+		go func() { serveErr <- srvs.api.Serve(conns.listener(lns.api)) }()
+		return srvs, serveErr
+	}
+	srvs.api.TLSConfig = certs.tls
+	go func() { serveErr <- srvs.api.ServeTLS(conns.listener(lns.api), "", "") }()
+	if lns.plain != nil {
+		_, httpsPort := hostPort(lns.api.Addr())
+		srvs.plain = newHTTPServer(observe(log, m, plainHandler(log, keys, m.plainRefused, httpsPort, certs.names, certs.challenges())))
+		go func() { serveErr <- srvs.plain.Serve(conns.listener(lns.plain)) }()
+	}
+	return srvs, serveErr
 }
 
 // announce logs the start and prints the launch contract: the first line
-// of standard output names the URL the service answers on.
-func announce(ctx context.Context, cfg config, log *slog.Logger, st *store, keys keyring, lns *listeners, stdout io.Writer) error {
+// of standard output names the URL the service answers on, https:// with
+// TLS. Listening in clear on an address other than loopback is warned
+// about: every key would cross the network readable.
+func announce(ctx context.Context, cfg config, log *slog.Logger, st *store, keys keyring, lns *listeners, certs *certificates, stdout io.Writer) error {
 	journal, err := st.journalMode(ctx) // "" on PostgreSQL
 	if err != nil {
 		return err
 	}
 	url := listenURL(lns.api.Addr())
+	if certs != nil {
+		url = "https://" + strings.TrimPrefix(url, "http://")
+		if len(certs.names) > 0 {
+			_, port := hostPort(lns.api.Addr())
+			url = "https://" + net.JoinHostPort(certs.names[0], strconv.Itoa(port))
+		}
+	}
 	log.Info("petstore started", "version", version(), "url", url, "backend", st.dialect.name, "db", redactDB(cfg.dbPath),
 		"journal_mode", journal, "schema", st.schemaVersion, "keys", len(keys.keys().entries), "max_conns", cfg.maxConns)
+	if certs == nil && !isLoopback(lns.api.Addr()) {
+		log.Warn("serving the API in clear (plain HTTP) on an address other than loopback: every API key and answer crosses the network readable and changeable; serve HTTPS with -domain NAME (certificates by themselves) or -tls-cert and -tls-key, or put TLS at a proxy in front and listen on 127.0.0.1 (docs/https.md)",
+			"addr", lns.api.Addr().String())
+	}
 	// This line is the launch contract: tools that start the service wait
 	// for it and read the URL from it.
 	fmt.Fprintf(stdout, "petstore listening on %s\n", url)
 	// Where a person can read and try the API, on a line of its own so that
 	// the line above stays exactly as tools parse it.
 	fmt.Fprintf(stdout, "petstore API reference on %s/docs\n", url)
+	if lns.plain != nil {
+		fmt.Fprintf(stdout, "petstore plain HTTP on %s, for ACME challenges and redirects to https only\n", listenURL(lns.plain.Addr()))
+	}
 	if lns.profiles != nil {
 		profilesURL := listenURL(lns.profiles.Addr()) + "/debug/pprof/"
 		log.Warn("serving runtime profiles, without a key, on a loopback address (-pprof-addr)", "url", profilesURL)
@@ -324,14 +388,23 @@ func announce(ctx context.Context, cfg config, log *slog.Logger, st *store, keys
 	return nil
 }
 
-// reloadKeys reloads keys, in a goroutine of its own, at each value sent on
-// the channel it returns, until the channel is closed. Reloads run apart
-// from the loop that waits for signals: a key file on a hung network file
-// system must not keep it from draining on SIGTERM.
-func reloadKeys(log *slog.Logger, keys keyring) chan<- struct{} {
+// isLoopback reports whether addr is a loopback address (an unspecified
+// one, every interface, is not).
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// reloadOnSignal reloads keys, and the shop's own certificate, in a
+// goroutine of its own, at each value sent on the channel it returns, until
+// the channel is closed. Reloads run apart from the loop that waits for
+// signals: a key file on a hung network file system must not keep it from
+// draining on SIGTERM.
+func reloadOnSignal(log *slog.Logger, keys keyring, certs *certificates) chan<- struct{} {
 	reloads := make(chan struct{}, 1)
 	go func() {
 		for range reloads {
+			certs.reload(log)
 			if err := keys.reload(); err != nil {
 				log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
 				continue
@@ -364,9 +437,9 @@ func waitForStop(ctx context.Context, hup <-chan os.Signal, serveErr <-chan erro
 	}
 }
 
-// shutdown drains srv: no new connection, every request and stream ended,
-// within -shutdown-timeout, after which the rest are closed.
-func shutdown(ctx context.Context, cfg config, log *slog.Logger, srv *http.Server) error {
+// shutdown drains the servers: no new connection, every request and
+// stream ended, within -shutdown-timeout, after which the rest are closed.
+func shutdown(ctx context.Context, cfg config, log *slog.Logger, srvs servers) error {
 	start := time.Now()
 	log.Info("shutting down", "reason", context.Cause(ctx), "timeout", cfg.shutdownTimeout)
 	drainCtx := context.Background()
@@ -375,9 +448,23 @@ func shutdown(ctx context.Context, cfg config, log *slog.Logger, srv *http.Serve
 		drainCtx, cancel = context.WithTimeout(drainCtx, cfg.shutdownTimeout)
 		defer cancel()
 	}
-	if err := srv.Shutdown(drainCtx); err != nil {
+	all := []*http.Server{srvs.api}
+	if srvs.plain != nil {
+		all = append(all, srvs.plain)
+	}
+	var drained sync.WaitGroup
+	var timedOut atomic.Bool
+	for _, srv := range all {
+		drained.Go(func() {
+			if err := srv.Shutdown(drainCtx); err != nil {
+				srv.Close()
+				timedOut.Store(true)
+			}
+		})
+	}
+	drained.Wait()
+	if timedOut.Load() {
 		log.Warn("drain timed out; closing the remaining connections", "after", time.Since(start))
-		srv.Close()
 		return nil
 	}
 	log.Info("stopped", "drained_in", time.Since(start))
@@ -511,7 +598,7 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *fe
 	addRoutes(mux, scoped, routes(log, st, m, events, newIdempotency(st, lim.idempotencyTTL, now), now))
 	bodies := newBodyBudget(lim.maxBodyMemory)
 	m.watchBodyBudget(bodies)
-	return observe(log, m, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth))))
+	return hsts(observe(log, m, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth)))))
 }
 
 // route is one row of the service's route table: the mux pattern, the

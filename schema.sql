@@ -5,6 +5,19 @@
 -- this file. Why each table, column and index is there is said in the
 -- migration that made it.
 
+CREATE TABLE acme_locks (
+    name    TEXT    NOT NULL PRIMARY KEY,
+    owner   TEXT    NOT NULL,
+    expires INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE acme_storage (
+    key      TEXT    NOT NULL PRIMARY KEY,
+    value    BLOB    NOT NULL,
+    -- Unix milliseconds of the last write.
+    modified INTEGER NOT NULL
+) STRICT;
+
 CREATE TABLE event_marks (
     one            INTEGER NOT NULL PRIMARY KEY CHECK (one = 1),
     pruned_through INTEGER NOT NULL CHECK (pruned_through >= 0)

@@ -107,6 +107,7 @@ type store struct {
 	idemStmts    idempotencyStatements
 	writeStmts   writeStatements
 	webhookStmts webhookStatements
+	acmeStmts    acmeStatements
 	prepared     []*sql.Stmt // every statement above, to close
 	// pages are, on PostgreSQL, the page statements with their LIMIT
 	// written out (see store_pages.go).
@@ -262,7 +263,7 @@ type statement struct {
 // store_write.go).
 func (s *store) prepare(ctx context.Context) error {
 	for _, st := range slices.Concat(s.petStmts.statements(s), s.orderStmts.statements(s), s.eventStmts.statements(s),
-		s.idemStmts.statements(s), s.writeStmts.statements(s), s.webhookStmts.statements(s)) {
+		s.idemStmts.statements(s), s.writeStmts.statements(s), s.webhookStmts.statements(s), s.acmeStmts.statements(s)) {
 		stmt, err := st.db.PrepareContext(ctx, s.dialect.sql(st.query))
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", st.query, err)

@@ -12,6 +12,8 @@ var serviceTables = []tableSpec{
 	{name: "key_identity_secret", notCopied: "the destination's own: on PostgreSQL its replicas key identities with it, and SQLite keeps its secret in a file (copying an empty SQLite table would wipe PostgreSQL's)"},
 	{name: "webhooks", noun: "webhook subscriptions", notCopied: "a subscription's signing secret and delivery state (its lease, its retries) belong to the service that runs it, and a copy would deliver beside the source while the source serves: create them again on the destination once it serves (docs/webhooks.md)"},
 	{name: "webhook_deliveries", notCopied: "the delivery log of the subscriptions, which are not copied"},
+	{name: "acme_storage", columns: []string{"key", "value", "modified"}, noun: "ACME entries"},
+	{name: "acme_locks", notCopied: "the locks of orders in progress, which belong to the processes that hold them"},
 	{name: "schema_migrations", notCopied: "the destination's own: opening it applies the migrations this binary has"},
 }
 

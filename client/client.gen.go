@@ -22,6 +22,7 @@ import (
 const (
 	ErrorCodeCursorExpired          ErrorCode = "cursor_expired"
 	ErrorCodeGone                   ErrorCode = "gone"
+	ErrorCodeHttpsRequired          ErrorCode = "https_required"
 	ErrorCodeIdempotencyKeyConflict ErrorCode = "idempotency_key_conflict"
 	ErrorCodeIdempotencyKeyMismatch ErrorCode = "idempotency_key_mismatch"
 	ErrorCodeInsufficientScope      ErrorCode = "insufficient_scope"
@@ -50,6 +51,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeCursorExpired:
 		return true
 	case ErrorCodeGone:
+		return true
+	case ErrorCodeHttpsRequired:
 		return true
 	case ErrorCodeIdempotencyKeyConflict:
 		return true

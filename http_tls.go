@@ -1,0 +1,451 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HTTPS. With -domain, certificates are ordered and renewed from an ACME CA
+// by themselves (http_acme.go); with -tls-cert and -tls-key, the shop's own
+// certificate is served, and read again on SIGHUP and when its files change.
+// Either way the API listener speaks TLS 1.2 and 1.3 only, with Go's cipher
+// suites, HTTP/2 by ALPN beside HTTP/1.1, and every answer carries
+// Strict-Transport-Security. Beside it, -http-addr is a plain listener that
+// answers ACME's HTTP-01 challenges, redirects pages to https, and refuses
+// every request under /v1 without running it: a key that crossed the
+// network in clear must be rotated, not used (Stripe's rule, not a
+// redirect, which would run the request after the key was exposed).
+
+// letsEncryptCA is the default ACME directory: Let's Encrypt's production
+// one.
+const letsEncryptCA = "https://acme-v02.api.letsencrypt.org/directory"
+
+// hstsValue is the Strict-Transport-Security of every HTTPS answer: a year,
+// the value browsers' preload lists ask for (without includeSubDomains,
+// which is the domain owner's choice, not the service's).
+const hstsValue = "max-age=31536000"
+
+// tlsSettings are the HTTPS settings, checked (see check).
+type tlsSettings struct {
+	domains    string   // -domain, as given
+	names      []string // its names, checked, in lower case
+	acmeCA     string
+	acmeCARoot string
+	acmeRoots  *x509.CertPool // from acmeCARoot; nil: the system's
+	acmeEmail  string
+	// acmeProfile is the certificate profile asked of the CA (-acme-profile;
+	// "": the CA's default), and acmeRenewCheck how often the
+	// certificates are looked at for renewal.
+	acmeProfile    string
+	acmeRenewCheck time.Duration
+	certFile       string
+	keyFile        string
+	own            *ownCertificate // loaded by check with -tls-cert
+	httpAddr       string
+}
+
+// on reports whether the API is served over HTTPS.
+func (t tlsSettings) on() bool { return t.domains != "" || t.certFile != "" }
+
+// check validates the HTTPS settings, loads the files they name, and puts
+// -http-addr's default in place (":80" with -domain, unless given).
+func (t *tlsSettings) check(given map[string]bool) error {
+	switch {
+	case t.domains != "" && (t.certFile != "" || t.keyFile != ""):
+		return &configError{settingName("domain"), "is for certificates ordered by themselves, and -tls-cert/-tls-key for your own: give one or the other"}
+	case t.certFile != "" && t.keyFile == "":
+		return &configError{settingName("tls-key"), "is missing: -tls-cert needs the private key of its certificate"}
+	case t.keyFile != "" && t.certFile == "":
+		return &configError{settingName("tls-cert"), "is missing: -tls-key needs the certificate it is the key of"}
+	case t.domains == "" && (given["acme-ca"] || given["acme-ca-root"] || given["acme-email"] || given["acme-profile"] || given["acme-renew-check"]):
+		return &configError{settingName("domain"), "is missing: the -acme-* settings set up the certificates that -domain orders"}
+	}
+	if t.domains != "" {
+		if err := t.checkACME(given); err != nil {
+			return err
+		}
+	}
+	if t.certFile != "" {
+		own, err := loadOwnCertificate(t.certFile, t.keyFile)
+		if err != nil {
+			return err
+		}
+		t.own = own
+	}
+	if t.httpAddr != "" {
+		if !t.on() {
+			return &configError{settingName("http-addr"), "is the plain listener beside HTTPS: set -domain or -tls-cert too, or serve plain HTTP on -addr alone"}
+		}
+		if err := checkAddr(t.httpAddr); err != nil {
+			return &configError{settingName("http-addr"), err.Error()}
+		}
+	}
+	return nil
+}
+
+// checkACME checks the settings of -domain.
+func (t *tlsSettings) checkACME(given map[string]bool) error {
+	for name := range strings.SplitSeq(t.domains, ",") {
+		name = strings.ToLower(strings.TrimSpace(name))
+		if !validDomain(name) {
+			return &configError{settingName("domain"), fmt.Sprintf("%q is not a domain name a certificate can be ordered for by HTTP or TLS challenges: give names such as shop.example.com, separated by commas, without a wildcard, a port or an IP address", abbreviate(name))}
+		}
+		t.names = append(t.names, name)
+	}
+	if !given["http-addr"] {
+		t.httpAddr = ":80"
+	}
+	u, err := url.Parse(t.acmeCA)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return &configError{settingName("acme-ca"), fmt.Sprintf("%q is not an https URL of an ACME directory (such as %s)", abbreviate(t.acmeCA), letsEncryptCA)}
+	}
+	if t.acmeEmail != "" && (strings.Count(t.acmeEmail, "@") != 1 || strings.ContainsAny(t.acmeEmail, " \t,<>")) {
+		return &configError{settingName("acme-email"), fmt.Sprintf("%q is not an address such as ops@example.com", abbreviate(t.acmeEmail))}
+	}
+	if t.acmeRenewCheck < time.Second {
+		return &configError{settingName("acme-renew-check"), fmt.Sprintf("%v is too short; at least 1s (the default is 10m)", t.acmeRenewCheck)}
+	}
+	if t.acmeCARoot != "" {
+		b, err := os.ReadFile(t.acmeCARoot)
+		if err != nil {
+			return &configError{settingName("acme-ca-root"), fmt.Sprintf("cannot read %s: %v", t.acmeCARoot, errors.Unwrap(err))}
+		}
+		t.acmeRoots = x509.NewCertPool()
+		if !t.acmeRoots.AppendCertsFromPEM(b) {
+			return &configError{settingName("acme-ca-root"), fmt.Sprintf("%s holds no PEM certificate", t.acmeCARoot)}
+		}
+	}
+	return nil
+}
+
+// domainLabel is one label of a domain name: letters, digits and '-', not
+// at either end.
+var domainLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// validDomain reports whether name is a domain name, in lower case, that an
+// ACME CA can validate by HTTP-01 or TLS-ALPN-01: no wildcard (those need
+// DNS-01), no IP address.
+func validDomain(name string) bool {
+	if len(name) == 0 || len(name) > 253 || net.ParseIP(name) != nil {
+		return false
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if !domainLabel.MatchString(label) {
+			return false
+		}
+	}
+	return true
+}
+
+// serverTLSConfig is the API listener's TLS: 1.2 and 1.3 only, Go's cipher
+// suites (nothing tuned by hand), HTTP/2 first by ALPN and HTTP/1.1 beside
+// it, and the certificate getCert picks. extraProtos come last (ACME's
+// acme-tls/1: only a validator offers it, so it never wins over these).
+func serverTLSConfig(base *tls.Config, extraProtos ...string) *tls.Config {
+	c := base.Clone()
+	c.MinVersion = tls.VersionTLS12
+	c.NextProtos = append([]string{"h2", "http/1.1"}, extraProtos...)
+	return c
+}
+
+// hsts tells browsers to use HTTPS only, for a year, on every answer that
+// came over TLS.
+func hsts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", hstsValue)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ownCertificate is the shop's own certificate, from -tls-cert and
+// -tls-key. Handshakes read it through an atomic pointer, so that a reload
+// swaps it without blocking or dropping a connection; a pair that cannot be
+// loaded keeps the one in force.
+type ownCertificate struct {
+	certFile, keyFile string
+	current           atomic.Pointer[tls.Certificate]
+
+	mu    sync.Mutex // one reload at a time
+	stamp [2]fileStamp
+}
+
+// fileStamp is what tells a file changed: its size, modification time and
+// inode (a file replaced by a rename has another).
+type fileStamp struct {
+	size  int64
+	mtime time.Time
+	ino   uint64
+}
+
+// stampOf is the stamp of the file at path; the zero stamp when it cannot
+// be read.
+func stampOf(path string) fileStamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}
+	}
+	return fileStamp{size: fi.Size(), mtime: fi.ModTime(), ino: inodeOf(fi)}
+}
+
+// loadOwnCertificate loads the pair of certFile and keyFile. Its errors are
+// settings that cannot work, naming the file at fault.
+func loadOwnCertificate(certFile, keyFile string) (*ownCertificate, error) {
+	o := &ownCertificate{certFile: certFile, keyFile: keyFile}
+	if err := o.reload(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// reload reads the pair again and, when it is a valid one, serves it from
+// the next handshake on. It returns a *configError naming the setting at
+// fault, and keeps the pair in force, when it is not.
+func (o *ownCertificate) reload() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	stamp := [2]fileStamp{stampOf(o.certFile), stampOf(o.keyFile)}
+	certPEM, err := os.ReadFile(o.certFile)
+	if err != nil {
+		return &configError{settingName("tls-cert"), fmt.Sprintf("cannot read %s: %v", o.certFile, errors.Unwrap(err))}
+	}
+	keyPEM, err := os.ReadFile(o.keyFile)
+	if err != nil {
+		return &configError{settingName("tls-key"), fmt.Sprintf("cannot read %s: %v", o.keyFile, errors.Unwrap(err))}
+	}
+	if b, _ := pem.Decode(certPEM); b == nil || b.Type != "CERTIFICATE" {
+		return &configError{settingName("tls-cert"), fmt.Sprintf("%s holds no PEM certificate", o.certFile)}
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		// crypto/tls's message names neither file, and never the key's
+		// content.
+		return &configError{settingName("tls-key"), fmt.Sprintf("%s and %s are not a certificate and its private key: %v", o.certFile, o.keyFile, err)}
+	}
+	if now := time.Now(); !now.Before(cert.Leaf.NotAfter) {
+		return &configError{settingName("tls-cert"), fmt.Sprintf("the certificate of %s expired at %s", o.certFile, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))}
+	}
+	o.current.Store(&cert)
+	o.stamp = stamp
+	return nil
+}
+
+// changed reports whether either file changed since the pair in force was
+// read.
+func (o *ownCertificate) changed() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return stampOf(o.certFile) != o.stamp[0] || stampOf(o.keyFile) != o.stamp[1]
+}
+
+// getCertificate is the TLS config's: the pair in force.
+func (o *ownCertificate) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return o.current.Load(), nil
+}
+
+// reloadLogged reloads the pair and logs the outcome: an ERROR naming the
+// setting when the pair is refused, and the old one stays.
+func (o *ownCertificate) reloadLogged(log *slog.Logger, why string) {
+	if err := o.reload(); err != nil {
+		log.Error("TLS certificate not reloaded; the previous one stays in force", "why", why, "err", err)
+		return
+	}
+	leaf := o.current.Load().Leaf
+	log.Info("TLS certificate reloaded", "why", why, "file", o.certFile, "serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter.UTC())
+}
+
+// certWatchInterval is how often the files of -tls-cert and -tls-key are
+// looked at for a change (a renewal by certbot or a deploy script).
+const certWatchInterval = 2 * time.Second
+
+// watch reloads the pair whenever its files change, until ctx is done. A
+// pair caught half-written is refused and read again at the next change or
+// look.
+func (o *ownCertificate) watch(ctx context.Context, log *slog.Logger, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if o.changed() {
+				o.reloadLogged(log, "the files changed")
+			}
+		}
+	}
+}
+
+// expiries is the own certificate's expiry under each of its names (its
+// common name when it has none).
+func (o *ownCertificate) expiries() map[string]time.Time {
+	leaf := o.current.Load().Leaf
+	names := leaf.DNSNames
+	for _, ip := range leaf.IPAddresses {
+		names = append(names, ip.String())
+	}
+	if len(names) == 0 {
+		names = []string{leaf.Subject.CommonName}
+	}
+	out := make(map[string]time.Time, len(names))
+	for _, n := range names {
+		out[n] = leaf.NotAfter
+	}
+	return out
+}
+
+// plainHandler serves the plain listener beside HTTPS: ACME's HTTP-01
+// challenges (through challenges, when certificates are ordered), a 308 to
+// https for GET and HEAD outside /v1 (the reference page, /), and 403
+// https_required for everything else, /v1 first of all, without running it
+// and without reading its body (the connection is closed after the answer).
+// A request under /v1 that carried a valid key has that key named in a WARN
+// (its label and id, never the key): it crossed the network readable, and
+// must be rotated. refused counts the refusals. httpsPort is the HTTPS
+// listener's port; names, the names the redirect may lead to (nil: the
+// request's host, as asked).
+func plainHandler(log *slog.Logger, keys keyring, refused func(), httpsPort int, names []string, challenges func(http.Handler) http.Handler) http.Handler {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := requestInfoFrom(r.Context())
+		api := r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/")
+		if !api && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			if info != nil {
+				info.route = "plain: redirect to https"
+			}
+			target := "https://" + redirectHost(r.Host, httpsPort, names) + r.URL.RequestURI()
+			w.Header().Set("Location", target)
+			w.WriteHeader(http.StatusPermanentRedirect)
+			return
+		}
+		if info != nil {
+			info.route = "plain: refused"
+		}
+		refused()
+		if token, ok := bearerToken(r.Header.Get("Authorization")); ok {
+			if e, ok := keys.keys().match(token); ok {
+				log.WarnContext(r.Context(), "an API key was sent over plain HTTP, readable and changeable by anyone on the way, and its request was refused: rotate the key (docs/https.md)",
+					"caller", e.label, "id", e.shortID(), "client", r.RemoteAddr)
+			}
+		}
+		w.Header().Set("Connection", "close")
+		writeError(w, r, log, errorf(codeHTTPSRequired, "this service answers its API over HTTPS only, and did not run this request, which crossed the network in clear: send it to https://%s%s; if it carried an API key, that key may have been read on the way, so have it rotated", redirectHost(r.Host, httpsPort, names), abbreviate(r.URL.Path)))
+	})
+	if challenges == nil {
+		return h
+	}
+	return challenges(h)
+}
+
+// redirectHost is the host, and port unless 443, that a plain request for
+// host is sent to over HTTPS: host itself when it is one of names (or any
+// well-formed host when names is nil), otherwise the first of names, so that
+// a forged Host header cannot send a client elsewhere.
+func redirectHost(host string, httpsPort int, names []string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	switch {
+	case len(names) > 0 && !containsName(names, host):
+		host = names[0]
+	case len(names) == 0 && !validDomain(host) && net.ParseIP(host) == nil:
+		host = "localhost"
+	}
+	if httpsPort == 443 {
+		if strings.Contains(host, ":") {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return net.JoinHostPort(host, strconv.Itoa(httpsPort))
+}
+
+// containsName reports whether names holds name.
+func containsName(names []string, name string) bool { return slices.Contains(names, name) }
+
+// certificates are where the HTTPS listener's certificates come from: the
+// shop's own (-tls-cert), or ordered by themselves (-domain).
+type certificates struct {
+	tls   *tls.Config
+	names []string // -domain's names; nil with the shop's own certificate
+	own   *ownCertificate
+	acme  *acmeCertificates
+}
+
+// certificatesOf sets up the certificates of t for a service whose HTTPS
+// listener is https and plain listener plain (nil: none); nil when t is
+// not HTTPS.
+func certificatesOf(t tlsSettings, log *slog.Logger, st *store, https, plain net.Addr) *certificates {
+	switch {
+	case t.own != nil:
+		return &certificates{own: t.own, tls: serverTLSConfig(&tls.Config{GetCertificate: t.own.getCertificate})}
+	case t.domains != "":
+		acme := newACMECertificates(t, acmeOptions{https: https, plain: plain, renewCheck: t.acmeRenewCheck}, log, st)
+		return &certificates{acme: acme, names: t.names, tls: acme.tlsConfig()}
+	}
+	return nil
+}
+
+// loadStored serves, from the first handshake on, the certificates that
+// the storage already holds (-domain); the shop's own is loaded already.
+func (c *certificates) loadStored(ctx context.Context) {
+	if c != nil && c.acme != nil {
+		c.acme.loadStored(ctx)
+	}
+}
+
+// challenges answers ACME's HTTP-01 challenges before next, with -domain.
+func (c *certificates) challenges() func(http.Handler) http.Handler {
+	if c.acme == nil {
+		return nil
+	}
+	return c.acme.challenges
+}
+
+// expiries is when each served certificate expires, by name.
+func (c *certificates) expiries() map[string]time.Time {
+	if c.acme != nil {
+		return c.acme.expiries()
+	}
+	return c.own.expiries()
+}
+
+// run keeps the certificates fresh until ctx is done: the own pair's files
+// are watched for changes; the ordered ones are managed (ordered, renewed).
+// It returns when ctx is done.
+func (c *certificates) run(ctx context.Context, log *slog.Logger) {
+	if c.own != nil {
+		c.own.watch(ctx, log, certWatchInterval)
+		return
+	}
+	if err := c.acme.start(ctx); err != nil {
+		log.Error("TLS certificates not managed", "names", c.names, "err", err)
+	}
+	<-ctx.Done()
+	c.acme.stop()
+}
+
+// reload reads the own pair again (SIGHUP); ordered certificates renew by
+// themselves.
+func (c *certificates) reload(log *slog.Logger) {
+	if c != nil && c.own != nil {
+		c.own.reloadLogged(log, "SIGHUP")
+	}
+}

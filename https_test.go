@@ -1,0 +1,392 @@
+package main
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// HTTPS with the shop's own certificate, and the plain listener beside it.
+// The certificates are made here (crypto/x509): a self-signed ECDSA P-256
+// certificate for 127.0.0.1 and localhost, trusted by the test's client
+// alone.
+
+// testCert is a certificate a test made, its files and its serial.
+type testCert struct {
+	certFile, keyFile string
+	serial            string
+	pool              *x509.CertPool
+}
+
+// makeCert writes a new self-signed certificate for 127.0.0.1 and
+// localhost, valid until notAfter, to dir/name.crt and dir/name.key.
+func makeCert(t *testing.T, dir, name string, notAfter time.Time) testCert {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: "petstore test " + name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCert{certFile: filepath.Join(dir, name+".crt"), keyFile: filepath.Join(dir, name+".key"), serial: serial.Text(16), pool: x509.NewCertPool()}
+	leaf, _ := x509.ParseCertificate(der)
+	c.pool.AddCert(leaf)
+	writeFile(t, c.certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeFile(t, c.keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+	return c
+}
+
+// httpsClient trusts the roots of pool, at most at TLS version tlsMax (0:
+// any), and speaks HTTP/2 when h2 is set, HTTP/1.1 only otherwise. It never
+// follows redirects.
+func httpsClient(pool *x509.CertPool, tlsMax uint16, h2 bool) *http.Client {
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MaxVersion: tlsMax}, ForceAttemptHTTP2: h2}
+	if !h2 {
+		tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// servedSerial is the serial of the certificate that url's TLS listener
+// presents now, on a new connection.
+func servedSerial(t *testing.T, url string, pool *x509.CertPool) string {
+	t.Helper()
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), &tls.Config{RootCAs: pool, InsecureSkipVerify: pool == nil})
+	if err != nil {
+		t.Fatalf("handshake with %s: %v", url, err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Text(16)
+}
+
+// plainLine finds the URL of the plain listener in what the service
+// printed after its URL line.
+var plainLine = regexp.MustCompile(`petstore plain HTTP on (http://127\.0\.0\.1:[0-9]+), for ACME challenges and redirects to https only`)
+
+// startHTTPS runs the service with the certificate c and a plain listener,
+// and returns it with the plain listener's URL.
+func startHTTPS(t *testing.T, c testCert, env map[string]string) (*runningService, string) {
+	t.Helper()
+	dir := t.TempDir()
+	e := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_HTTP_ADDR": "127.0.0.1:0", "PETSTORE_DB": filepath.Join(dir, "pets.db"),
+		"PETSTORE_API_KEYS": testKey, "PETSTORE_TLS_CERT": c.certFile, "PETSTORE_TLS_KEY": c.keyFile, "PETSTORE_LOG_FORMAT": "json"}
+	for k, v := range env {
+		e[k] = v
+	}
+	rs := startRun(t, e)
+	var plain string
+	eventually(t, "the plain listener's line is printed", func() bool {
+		m := plainLine.FindStringSubmatch(rs.Stdout.String())
+		if m != nil {
+			plain = m[1]
+		}
+		return m != nil
+	})
+	return rs, plain
+}
+
+// TestOwnCertificateOverHTTPS: the shop's own certificate is served; the
+// API answers over HTTP/2 and HTTP/1.1 alike, with HSTS; TLS below 1.2 is
+// refused.
+func TestOwnCertificateOverHTTPS(t *testing.T) {
+	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
+	rs, _ := startHTTPS(t, c, nil)
+	if !strings.HasPrefix(rs.URL, "https://127.0.0.1:") {
+		t.Fatalf("the launch line names %s, want https://127.0.0.1:PORT", rs.URL)
+	}
+	if got := servedSerial(t, rs.URL, c.pool); got != c.serial {
+		t.Errorf("served serial %s, want the certificate's %s", got, c.serial)
+	}
+	for _, tt := range []struct {
+		name  string
+		h2    bool
+		proto string
+	}{
+		{"HTTP/2 by ALPN", true, "HTTP/2.0"},
+		{"HTTP/1.1", false, "HTTP/1.1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			client := httpsClient(c.pool, 0, tt.h2)
+			req, _ := http.NewRequest("POST", rs.URL+"/v1/pets", strings.NewReader(`{"name":"Rex","categoryId":1}`))
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			req.Header.Set("Content-Type", "application/json")
+			res, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := readResponse(t, res)
+			got := map[string]any{"proto": res.Proto, "status": r.Status, "hsts": r.Header.Get("Strict-Transport-Security")}
+			want := map[string]any{"proto": tt.proto, "status": http.StatusCreated, "hsts": "max-age=31536000"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("createPet over HTTPS mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("TLS 1.1 is refused", func(t *testing.T) {
+		if _, err := httpsClient(c.pool, tls.VersionTLS11, true).Get(rs.URL + "/healthz"); err == nil {
+			t.Error("a TLS 1.1 client was answered")
+		}
+	})
+	t.Run("a client that trusts another root is refused at the handshake", func(t *testing.T) {
+		if _, err := httpsClient(x509.NewCertPool(), 0, true).Get(rs.URL + "/healthz"); err == nil {
+			t.Error("a client that does not trust the certificate was answered")
+		}
+	})
+}
+
+// TestThePlainListenerNeverRunsTheAPI: beside HTTPS, every request under
+// /v1 is refused 403 https_required, unread and unrun (a POST creates
+// nothing, a body announced as 1 GiB is not waited for, the connection is
+// closed), a valid key sent in clear is named in a WARN by its label and
+// id (never the key) and counted; pages are redirected to https with 308.
+func TestThePlainListenerNeverRunsTheAPI(t *testing.T) {
+	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
+	rs, plain := startHTTPS(t, c, nil)
+	httpsPort := strings.TrimPrefix(rs.URL, "https://127.0.0.1:")
+	client := httpsClient(nil, 0, false) // plain HTTP: no TLS is involved
+	for _, method := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+		for _, path := range []string{"/v1/pets", "/v1/store/orders/1", "/v1/events", "/v1", "/v1/openapi.json"} {
+			req, _ := http.NewRequest(method, plain+path, strings.NewReader(`{"name":"Rex","categoryId":1}`))
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			req.Header.Set("Content-Type", "application/json")
+			res, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			r := readResponse(t, res)
+			if method == "HEAD" {
+				if r.Status != http.StatusForbidden {
+					t.Errorf("HEAD %s: status %d, want 403", path, r.Status)
+				}
+			} else {
+				wantError(t, r, http.StatusForbidden, codeHTTPSRequired, "HTTPS only", "rotated")
+			}
+			if !res.Close {
+				t.Errorf("%s %s: the connection is kept open, want Connection: close", method, path)
+			}
+		}
+	}
+	pets := decode[[]Pet](t, doRequestWith(t, httpsClient(c.pool, 0, true), rs.URL, "GET", "/v1/pets"))
+	if len(pets) != 0 {
+		t.Errorf("the refused POSTs created %d pets", len(pets))
+	}
+
+	t.Run("a body announced as 1 GiB is not waited for", func(t *testing.T) {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(plain, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "POST /v1/pets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{")
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("no answer before the body: %v", err)
+		}
+		if res.StatusCode != http.StatusForbidden {
+			t.Errorf("status %d, want 403", res.StatusCode)
+		}
+		io.Copy(io.Discard, res.Body)
+		if _, err := conn.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("after the answer the connection gave %v, want its end", err)
+		}
+	})
+
+	t.Run("pages are redirected to https", func(t *testing.T) {
+		for _, path := range []string{"/", "/docs", "/docs?x=1"} {
+			for _, method := range []string{"GET", "HEAD"} {
+				req, _ := http.NewRequest(method, plain+path, nil)
+				res, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				got := fmt.Sprint(res.StatusCode, " ", res.Header.Get("Location"))
+				if want := "308 https://127.0.0.1:" + httpsPort + path; got != want {
+					t.Errorf("%s %s: %s, want %s", method, path, got, want)
+				}
+			}
+		}
+	})
+
+	t.Run("a key sent in clear is named, never logged, and counted", func(t *testing.T) {
+		var warned []logRecord
+		eventually(t, "a WARN names the key sent in clear", func() bool {
+			warned = rs.Stderr.find(t, "WARN", "an API key was sent over plain HTTP, readable and changeable by anyone on the way, and its request was refused: rotate the key (docs/https.md)")
+			return len(warned) > 0
+		})
+		// The key's label and id, as the access log names its caller over
+		// HTTPS (an unlabelled key's label is "key-" and its id).
+		var callers []string
+		for _, r := range rs.Stderr.records(t) {
+			if r.field("method") == "GET" && r.field("path") == "/v1/pets" && r.field("caller") != "" {
+				callers = append(callers, r.field("caller"))
+			}
+		}
+		if got := []string{"key-" + warned[0].field("id"), warned[0].field("caller")}; len(callers) == 0 || got[0] != callers[0] || got[1] != callers[0] {
+			t.Errorf("the WARN names %v, want the key's label and id, as its requests over HTTPS are logged: %v", got, callers)
+		}
+		if strings.Contains(rs.Stderr.String(), testKey) {
+			t.Error("the log holds the key")
+		}
+		metrics := doRequestWith(t, httpsClient(c.pool, 0, true), rs.URL, "GET", "/metrics")
+		if got := metricValue(t, metrics.Body, "petstore_plain_http_refused_total", map[string]string{}); got != 36 {
+			t.Errorf("petstore_plain_http_refused_total = %v, want 36 (7 methods by 5 paths, and the 1 GiB POST)", got)
+		}
+	})
+}
+
+// doRequestWith sends method path to base with client and the test key.
+func doRequestWith(t *testing.T, client *http.Client, base, method, path string) response {
+	t.Helper()
+	res, err := client.Do(newRequest(t, base, method, path, "", nil))
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return readResponse(t, res)
+}
+
+// TestOwnCertificateIsReloaded: replaced files are served from the next
+// handshake on, without a restart (their change is seen by itself); a
+// broken replacement keeps the pair in force and logs an ERROR naming the
+// setting.
+func TestOwnCertificateIsReloaded(t *testing.T) {
+	dir := t.TempDir()
+	first := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
+	rs, _ := startHTTPS(t, first, nil)
+	pool := first.pool
+
+	second := makeCert(t, t.TempDir(), "next", time.Now().Add(48*time.Hour))
+	pool.AppendCertsFromPEM(mustRead(t, second.certFile))
+	replace(t, second.keyFile, first.keyFile)
+	replace(t, second.certFile, first.certFile)
+	eventually(t, "the replaced certificate is served", func() bool { return servedSerial(t, rs.URL, pool) == second.serial })
+
+	writeFile(t, first.certFile+".tmp", "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
+	replace(t, first.certFile+".tmp", first.certFile)
+	eventually(t, "an ERROR says the broken pair was refused", func() bool {
+		return len(rs.Stderr.find(t, "ERROR", "TLS certificate not reloaded; the previous one stays in force")) > 0
+	})
+	if got := servedSerial(t, rs.URL, pool); got != second.serial {
+		t.Errorf("after a broken replacement the served serial is %s, want the pair in force, %s", got, second.serial)
+	}
+	if err := rs.Stderr.find(t, "ERROR", "TLS certificate not reloaded; the previous one stays in force")[0].field("err"); !strings.Contains(err, "-tls-cert (PETSTORE_TLS_CERT)") {
+		t.Errorf("the ERROR says %q, which does not name the setting", err)
+	}
+}
+
+// TestOwnCertificateIsReloadedOnSIGHUP: the real binary, sent SIGHUP after
+// its files were replaced, serves the new pair and says it reloaded it on
+// the signal.
+func TestOwnCertificateIsReloadedOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	first := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
+	p := startBinary(t, buildBinary(t), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+filepath.Join(dir, "pets.db"), "PETSTORE_API_KEYS="+testKey,
+		"PETSTORE_TLS_CERT="+first.certFile, "PETSTORE_TLS_KEY="+first.keyFile, "PETSTORE_LOG_FORMAT=json")
+	second := makeCert(t, t.TempDir(), "next", time.Now().Add(48*time.Hour))
+	first.pool.AppendCertsFromPEM(mustRead(t, second.certFile))
+	replace(t, second.keyFile, first.keyFile)
+	replace(t, second.certFile, first.certFile)
+	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.waitForLog(t, "TLS certificate reloaded")
+	if got := servedSerial(t, p.URL, first.pool); got != second.serial {
+		t.Errorf("after SIGHUP the served serial is %s, want %s", got, second.serial)
+	}
+}
+
+// mustRead reads the file at path.
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// replace renames from over to, as a deploy script replaces a file.
+func replace(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.Rename(from, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPlainHTTPOnAnOpenAddressIsWarnedAbout: without HTTPS, listening on an
+// address other than loopback logs a WARN naming HTTPS and the ways to it;
+// on loopback, nothing.
+func TestPlainHTTPOnAnOpenAddressIsWarnedAbout(t *testing.T) {
+	for _, tt := range []struct {
+		addr string
+		warn bool
+	}{
+		{"127.0.0.1:0", false},
+		{"0.0.0.0:0", true},
+	} {
+		t.Run(tt.addr, func(t *testing.T) {
+			rs := startRun(t, map[string]string{"PETSTORE_ADDR": tt.addr, "PETSTORE_DB": filepath.Join(t.TempDir(), "pets.db"), "PETSTORE_API_KEYS": testKey, "PETSTORE_LOG_FORMAT": "json"})
+			if !strings.HasPrefix(rs.URL, "http://") {
+				t.Errorf("the launch line names %s, want http://", rs.URL)
+			}
+			warned := rs.Stderr.find(t, "WARN", "serving the API in clear (plain HTTP) on an address other than loopback: every API key and answer crosses the network readable and changeable; serve HTTPS with -domain NAME (certificates by themselves) or -tls-cert and -tls-key, or put TLS at a proxy in front and listen on 127.0.0.1 (docs/https.md)")
+			if got := len(warned) > 0; got != tt.warn {
+				t.Errorf("warned: %v, want %v", got, tt.warn)
+			}
+		})
+	}
+}
+
+// TestTheSystemdUnitIsValid: systemd-analyze verify finds nothing to say of
+// deploy/petstore.service (an unknown key, a bad value or capability), with
+// its ExecStart pointed at the binary the tests built.
+func TestTheSystemdUnitIsValid(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	missingPart(t, "the systemd unit's check (systemd-analyze)", "apt-get install systemd", err)
+	unit := strings.ReplaceAll(string(mustRead(t, "deploy/petstore.service")), "/usr/local/bin/petstore", buildBinary(t))
+	path := filepath.Join(t.TempDir(), "petstore.service")
+	writeFile(t, path, unit)
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
