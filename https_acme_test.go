@@ -388,3 +388,33 @@ func TestACMEReplicasOrderOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestAFailedOrderIsNotRetriedInALoop: when the CA cannot validate the name
+// (neither challenge reaches the service), the failure is logged at WARN
+// with the CA's error, nothing is served, and the order is not tried again
+// at once: the CA's rate limits are spared.
+func TestAFailedOrderIsNotRetriedInALoop(t *testing.T) {
+	if !inALoopbackNetwork(t) {
+		return
+	}
+	https, nowhere, alsoNowhere := freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1")
+	ca := startACMECA(t, "127.0.0.1", nowhere, alsoNowhere, time.Hour)
+	rs := startACMEService(t, ca, filepath.Join(t.TempDir(), "pets.db"), "127.0.0.1", https, 0, nil)
+	var warned []logRecord
+	eventually(t, "a WARN says the certificate was not obtained", func() bool {
+		warned = rs.Stderr.find(t, "WARN", "TLS certificate not obtained; it is ordered again later, on a growing schedule")
+		return len(warned) > 0
+	})
+	if err := warned[0].field("err"); err == "" {
+		t.Errorf("the WARN gives no error: %v", warned[0])
+	}
+	orders := ca.orders()
+	// The first retry comes a minute later: in the next seconds, nothing.
+	time.Sleep(5 * time.Second) // the absence of an order can only be waited for
+	if got := ca.orders(); got != orders {
+		t.Errorf("%d more orders within 5 s of a failure, want none", got-orders)
+	}
+	if _, err := serialAt(fmt.Sprintf("127.0.0.1:%d", https), testDomain, ca.roots(t)); err == nil {
+		t.Error("a certificate is served although none could be obtained")
+	}
+}
