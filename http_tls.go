@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -319,10 +320,11 @@ func (o *ownCertificate) expiries() map[string]time.Time {
 // A request under /v1 that carried a valid key has that key named in a WARN
 // (its label and id, never the key): it crossed the network readable, and
 // must be rotated. refused counts the refusals. httpsPort is the HTTPS
-// listener's port; names, the names the redirect may lead to (nil: the
-// request's host, as asked).
-func plainHandler(log *slog.Logger, keys keyring, refused func(), httpsPort int, names []string, challenges func(http.Handler) http.Handler) http.Handler {
+// listener's port; names, the names the redirect may lead to, those of the
+// certificate served now.
+func plainHandler(log *slog.Logger, keys keyring, refused func(), httpsPort int, names func() []string, challenges func(http.Handler) http.Handler) http.Handler {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		names := names()
 		info := requestInfoFrom(r.Context())
 		api := r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/")
 		if !api && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -355,8 +357,8 @@ func plainHandler(log *slog.Logger, keys keyring, refused func(), httpsPort int,
 
 // redirectHost is the host, and port unless 443, that a plain request for
 // host is sent to over HTTPS: host itself when it is one of names (or any
-// well-formed host when names is nil), otherwise the first of names, so that
-// a forged Host header cannot send a client elsewhere.
+// well-formed host when names is empty), otherwise the first of names, so
+// that a forged Host header cannot send a client elsewhere.
 func redirectHost(host string, httpsPort int, names []string) string {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
@@ -409,6 +411,15 @@ func (c *certificates) loadStored(ctx context.Context) {
 	if c != nil && c.acme != nil {
 		c.acme.loadStored(ctx)
 	}
+}
+
+// redirectNames are the names a plain request may be redirected to: those
+// of -domain, or those the shop's own certificate holds now.
+func (c *certificates) redirectNames() []string {
+	if c.acme != nil {
+		return c.names
+	}
+	return slices.Sorted(maps.Keys(c.own.expiries()))
 }
 
 // challenges answers ACME's HTTP-01 challenges before next, with -domain.

@@ -247,6 +247,19 @@ func TestThePlainListenerNeverRunsTheAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("a forged Host is redirected to a name of the certificate", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", plain+"/docs", nil)
+		req.Host = "evil.example"
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if got, want := res.Header.Get("Location"), "https://127.0.0.1:"+httpsPort+"/docs"; got != want {
+			t.Errorf("Location %q, want %q (the certificate's first name, not the request's host)", got, want)
+		}
+	})
+
 	t.Run("a key sent in clear is named, never logged, and counted", func(t *testing.T) {
 		var warned []logRecord
 		eventually(t, "a WARN names the key sent in clear", func() bool {

@@ -342,7 +342,7 @@ func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metr
 	go func() { serveErr <- srvs.api.ServeTLS(conns.listener(lns.api), "", "") }()
 	if lns.plain != nil {
 		_, httpsPort := hostPort(lns.api.Addr())
-		srvs.plain = newHTTPServer(observe(log, m, plainHandler(log, keys, m.plainRefused, httpsPort, certs.names, certs.challenges())))
+		srvs.plain = newHTTPServer(observe(log, m, plainHandler(log, keys, m.plainRefused, httpsPort, certs.redirectNames, certs.challenges())))
 		go func() { serveErr <- srvs.plain.Serve(conns.listener(lns.plain)) }()
 	}
 	return srvs, serveErr
