@@ -305,7 +305,7 @@ func TestSIGKILLKeepsTheCatalogueAndOrdersInAgreement(t *testing.T) {
 		}
 	}
 	svc.Cmd.Process.Kill()
-	svc.Cmd.Wait()
+	svc.wait()
 
 	var acks []orderAck
 	for round := range rounds {
@@ -354,7 +354,7 @@ func TestSIGKILLKeepsTheCatalogueAndOrdersInAgreement(t *testing.T) {
 			}
 			return true
 		})
-		svc.Cmd.Wait()
+		svc.wait()
 		checkStoreInvariants(t, round, dbPath, acks)
 		checkFeedMatchesTables(t, round, dbPath)
 	}

@@ -228,6 +228,16 @@ type process struct {
 	Cmd    *exec.Cmd
 	URL    string
 	Stderr *syncBuffer // everything the process logged
+
+	waitOnce sync.Once
+	waitErr  error
+}
+
+// wait waits for the process to exit, once whoever calls it (a test, and
+// the cleanup that kills it), and returns how it exited.
+func (p *process) wait() error {
+	p.waitOnce.Do(func() { p.waitErr = p.Cmd.Wait() })
+	return p.waitErr
 }
 
 // startBinary starts the built service with env added to this process's
@@ -258,7 +268,7 @@ func startCommand(t *testing.T, cmd *exec.Cmd, env ...string) *process {
 	}
 	t.Cleanup(func() {
 		p.Cmd.Process.Kill()
-		p.Cmd.Wait()
+		p.wait()
 	})
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {

@@ -231,7 +231,7 @@ func TestAReloadNeverBlocks(t *testing.T) {
 
 	svc.Cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
-	go func() { done <- svc.Cmd.Wait() }()
+	go func() { done <- svc.wait() }()
 	select {
 	case err := <-done:
 		if err != nil {

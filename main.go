@@ -34,12 +34,18 @@ func main() {
 	// initialiser of internal/nohup, well before this line, so that a reload
 	// sent while the service starts never kills it; run takes it over before
 	// it reads the keys.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stops := make(chan os.Signal, 1)
+	signal.Notify(stops, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		<-ctx.Done()
+		sig := <-stops
 		// From the first signal on, a second one takes its default action
-		// and ends the process at once, without waiting for the drain.
-		stop()
+		// and ends the process at once, without waiting for the drain. The
+		// default comes back before the drain begins (before ctx ends), so
+		// that a second signal sent once the drain is logged is never
+		// caught and lost.
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		cancel(fmt.Errorf("%v signal received", sig))
 	}()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	switch {

@@ -122,7 +122,7 @@ func TestSIGTERMFinishesInFlightRequestsAndClosesTheDatabase(t *testing.T) {
 	if r.res.Status != http.StatusCreated {
 		t.Fatalf("in-flight create: status %d, body %s", r.res.Status, r.res.Body)
 	}
-	if err := svc.Cmd.Wait(); err != nil {
+	if err := svc.wait(); err != nil {
 		t.Errorf("after SIGTERM the process exited with %v, want exit code 0", err)
 	}
 	// SQLite removes the WAL file when the last connection closes cleanly.

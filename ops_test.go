@@ -754,7 +754,7 @@ func TestMemoryDatabaseIsSharedByThePoolAndEphemeral(t *testing.T) {
 		t.Errorf("listing mismatch (-want +got):\n%s", diff)
 	}
 	rs.Cmd.Process.Signal(syscall.SIGTERM) // only the process the test started, by its PID
-	if err := rs.Cmd.Wait(); err != nil {
+	if err := rs.wait(); err != nil {
 		t.Errorf("the first run's exit: %v", err)
 	}
 
@@ -810,7 +810,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	svc.Cmd.Process.Signal(syscall.SIGTERM)
 	svc.waitForLog(t, "shutting down")
 	svc.Cmd.Process.Signal(syscall.SIGTERM)
-	go func() { exited <- svc.Cmd.Wait() }()
+	go func() { exited <- svc.wait() }()
 	select {
 	case <-exited:
 	case <-time.After(5 * time.Second):

@@ -498,7 +498,7 @@ func TestSIGKILLOfOneReplica(t *testing.T) {
 	<-killed
 	close(stopVictim)
 	victimResults := <-victimDone
-	victim.Cmd.Wait()
+	victim.wait()
 	// The survivor keeps serving a while after the kill.
 	afterKill := time.Now()
 	for time.Since(afterKill) < 500*time.Millisecond {

@@ -937,7 +937,7 @@ func TestWebhookDeliveryCutBySIGKILLIsSentAgain(t *testing.T) {
 		t.Fatalf("no delivery reached the receiver")
 	}
 	first.Cmd.Process.Kill()
-	first.Cmd.Wait()
+	first.wait()
 
 	restarted := time.Now()
 	second := startBinary(t, bin, env...)
