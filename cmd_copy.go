@@ -20,7 +20,8 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	to := fs.String("to", "", "the database to copy into, which must hold no data: a SQLite file (created if missing) or a postgres:// URL")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: petstore copy -from SRC -to DST\n\n"+
-			"Copies every pet, order, idempotency record and event, with their ids, from one snapshot of SRC\n"+
+			"Copies every pet, order, idempotency record, event and prune mark, with their ids, and the\n"+
+			"ACME account and certificates (-domain), from one snapshot of SRC\n"+
 			"to DST in one transaction, and moves DST's id sequences past SRC's. DST gets the schema if\n"+
 			"it has none, and must hold no data. SRC may keep serving: writes committed after the copy\n"+
 			"began are not copied. Replicas serving DST wait for the copy before they write. Webhook\n"+

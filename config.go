@@ -148,7 +148,7 @@ func usage(fs *flag.FlagSet) {
 	fmt.Fprint(w, "Usage:\n"+
 		"  petstore [flags]                  serve the API\n"+
 		"  petstore backup -db FILE OUT.db   copy a live SQLite database consistently to OUT.db\n"+
-		"  petstore copy -from SRC -to DST   move pets, orders and idempotency records, ids kept, between\n"+
+		"  petstore copy -from SRC -to DST   move pets, orders, events and the rest, ids kept, between\n"+
 		"                                    databases (SQLite files or postgres:// URLs)\n"+
 		"  petstore hash-key                 read a key on stdin, print its sha256: line for a key file\n"+
 		"  petstore keys new [-label L] [-scopes S] [-expires 90d|DATE] [-file F]\n"+

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,9 +31,13 @@ const ceilingVariants = 1024
 // answered from memory with pre-encoded bodies of the same shape, and
 // nothing else (no database, no validation beyond parsing the id). What it
 // reaches is the most this machine's HTTP stack can do for these requests.
+// Given a certificate and its key (PEM files) after PETS, it serves them
+// over TLS instead, as the service does with -tls-cert and -tls-key (TLS 1.2
+// and 1.3, Go's suites, HTTP/2 and HTTP/1.1 by ALPN): the bare Go TLS server
+// of bench https.
 func runCeiling(args []string) error {
-	if len(args) != 2 {
-		return fmt.Errorf("usage: bench ceiling ADDR PETS")
+	if len(args) != 2 && len(args) != 4 {
+		return fmt.Errorf("usage: bench ceiling ADDR PETS [CERT KEY]")
 	}
 	n, err := strconv.ParseInt(args[1], 10, 64)
 	if err != nil {
@@ -72,6 +77,12 @@ func runCeiling(args []string) error {
 		w.Write(body)
 	}
 	mux := http.NewServeMux()
+	// The service's liveness check, which needs no key: what bench https
+	// sends once on each new connection.
+	healthy := encode(map[string]string{"status": "ok"})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		send(w, http.StatusOK, healthy)
+	})
 	mux.HandleFunc("GET /v1/pets", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if q.Get("after") == "" {
@@ -117,14 +128,28 @@ func runCeiling(args []string) error {
 		return err
 	}
 	srv := &http.Server{Handler: mux}
+	scheme := "http"
+	if len(args) == 4 {
+		cert, err := tls.LoadX509KeyPair(args[2], args[3])
+		if err != nil {
+			return fmt.Errorf("load the certificate: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+		scheme = "https"
+	}
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 		<-sig
 		srv.Close()
 	}()
-	fmt.Printf("ceiling listening on http://%s\n", ln.Addr())
-	if err := srv.Serve(ln); err != http.ErrServerClosed {
+	fmt.Printf("ceiling listening on %s://%s\n", scheme, ln.Addr())
+	if scheme == "https" {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	if err != http.ErrServerClosed {
 		return err
 	}
 	return nil

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -77,22 +76,12 @@ func runEventsBench(ctx context.Context, args []string, stdout io.Writer) error 
 	if o.rounds < 1 || o.clients < 1 || o.duration <= 0 {
 		return errors.New("-rounds, -c and -duration must be positive")
 	}
-	dir, err := os.MkdirTemp("", "petstore-bench-events-")
-	if err != nil {
-		return err
-	}
-	if !o.keep {
-		defer os.RemoveAll(dir)
-	}
-	self, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	bin := filepath.Join(dir, "petstore")
 	fmt.Fprintln(stdout, "building the service...")
-	if err := buildService(ctx, self, bin); err != nil {
+	dir, bin, remove, err := buildInTempDir(ctx, "petstore-bench-events-", o.keep)
+	if err != nil {
 		return err
 	}
+	defer remove()
 
 	// Room for every idle stream of a round and those of the round before,
 	// which the service may not have closed yet.

@@ -23,6 +23,11 @@
 // PostgreSQL's included), and how many writes each PostgreSQL transaction
 // committed (group commit).
 //
+// bench https compares the service over HTTPS (HTTP/1.1 and HTTP/2) with
+// the same service over plain HTTP, and its TLS handshakes with a bare Go
+// TLS server's (https.go); bench events measures the change feed
+// (events.go).
+//
 // Run it from the repository root with bench/run (which installs wrk when it
 // is missing). Everything listens on 127.0.0.1; the benchmark ends only the
 // processes it started, by PID, every load run is bounded by -duration and
@@ -62,6 +67,10 @@ func main() {
 	case len(os.Args) > 1 && os.Args[1] == "events":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = runEventsBench(ctx, os.Args[2:], os.Stdout)
+		stop()
+	case len(os.Args) > 1 && os.Args[1] == "https":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = runHTTPSBench(ctx, os.Args[2:], os.Stdout)
 		stop()
 	default:
 		// Ctrl-C stops the load and every server the benchmark started.
@@ -192,19 +201,11 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		o.current = workingTree(ctx)
 	}
 
-	dir, err := os.MkdirTemp("", "petstore-bench-")
+	dir, bin, remove, err := buildInTempDir(ctx, "petstore-bench-", o.keep)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintf(os.Stderr, "keeping %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	bin := filepath.Join(dir, "petstore")
-	if err := buildService(ctx, ".", bin); err != nil {
-		return err
-	}
+	defer remove()
 	var baseBin string
 	if o.baseline != "" {
 		baseBin = filepath.Join(dir, "petstore-baseline")
@@ -216,10 +217,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for name, body := range scenarioScripts {
-		if err := os.WriteFile(filepath.Join(dir, name+".lua"), []byte(luaCommon+body+"\n"), 0o644); err != nil {
-			return err
-		}
+	if err := writeScripts(dir); err != nil {
+		return err
 	}
 
 	var cluster *pgCluster
@@ -298,6 +297,9 @@ type wrkResult struct {
 	// CPU is the CPU time each part of the server used during the run, in
 	// the order of its target's parts.
 	CPU []time.Duration `json:"-"`
+	// Syscalls is the read and write system calls of the server's process
+	// during the run (bench https; /proc/PID/io).
+	Syscalls int64 `json:"-"`
 	// On PostgreSQL, in the write scenarios: the writes done (pets created,
 	// orders placed or delivered) and the write transactions that committed
 	// them (see readPGCounters).
@@ -730,8 +732,9 @@ type process struct {
 	stopErr error // what stop returned
 }
 
-// urlPattern finds the URL in a server's first line.
-var urlPattern = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+`)
+// urlPattern finds the URL in a server's first line: http://, or https://
+// for a server over TLS.
+var urlPattern = regexp.MustCompile(`https?://127\.0\.0\.1:[0-9]+`)
 
 // Time limits on the processes the benchmark starts, so that a server that
 // hangs cannot hold the benchmark.
@@ -807,7 +810,13 @@ func serviceCommand(ctx context.Context, bin, db string) *exec.Cmd {
 // the start of the process to the first answered API request (one that
 // reads the database).
 func startService(ctx context.Context, bin, db string) (*process, time.Duration, error) {
-	cmd := serviceCommand(ctx, bin, db)
+	return startServiceCommand(ctx, serviceCommand(ctx, bin, db), &http.Client{Timeout: startTimeout})
+}
+
+// startServiceCommand is startService for the service command cmd, whose
+// first request client sends (one that trusts the service's certificate,
+// over HTTPS).
+func startServiceCommand(ctx context.Context, cmd *exec.Cmd, client *http.Client) (*process, time.Duration, error) {
 	start := time.Now()
 	p, err := startProcess(cmd, "petstore listening on ")
 	if err != nil {
@@ -819,7 +828,6 @@ func startService(ctx context.Context, bin, db string) (*process, time.Duration,
 		return nil, 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+benchKey)
-	client := &http.Client{Timeout: startTimeout}
 	res, err := client.Do(req)
 	if err != nil {
 		p.stop()

@@ -33,22 +33,36 @@ var serviceEnv []string
 // profileRun runs scenario sc on t for o.duration while it takes a CPU
 // profile of p, and writes the profile to o.profile.
 func profileRun(ctx context.Context, o options, dir, sc string, t target, p *process, n int64) (string, error) {
-	url, err := p.profilesURL()
+	file := filepath.Join(o.profile, fmt.Sprintf("%d-%s-%s.pprof", n, sc, fileWord(t.name)))
+	err := profileDuring(ctx, p, o.duration, file, func(d time.Duration) error {
+		_, err := runWrk(ctx, o, dir, sc, t.url, n, d)
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", t.name, err)
 	}
-	seconds := int(math.Ceil(o.duration.Seconds()))
-	file := filepath.Join(o.profile, fmt.Sprintf("%d-%s-%s.pprof", n, sc, fileWord(t.name)))
+	return file, nil
+}
+
+// profileDuring runs load for d, rounded up to whole seconds (the profile's
+// unit), while it takes a CPU profile of p over the same time, and writes
+// the profile to file.
+func profileDuring(ctx context.Context, p *process, d time.Duration, file string, load func(d time.Duration) error) error {
+	url, err := p.profilesURL()
+	if err != nil {
+		return err
+	}
+	seconds := int(math.Ceil(d.Seconds()))
 	got := make(chan error, 1)
 	go func() { got <- fetchProfile(ctx, fmt.Sprintf("%sprofile?seconds=%d", url, seconds), file) }()
-	if _, err := runWrk(ctx, o, dir, sc, t.url, n, time.Duration(seconds)*time.Second); err != nil {
+	if err := load(time.Duration(seconds) * time.Second); err != nil {
 		<-got
-		return "", err
+		return err
 	}
 	if err := <-got; err != nil {
-		return "", fmt.Errorf("%s: CPU profile: %w", t.name, err)
+		return fmt.Errorf("CPU profile: %w", err)
 	}
-	return file, nil
+	return nil
 }
 
 // fileWord is name in lower case with each run of other characters than
@@ -111,30 +125,47 @@ type profileTop struct {
 // own functions (package main), where the runtime and the libraries would
 // otherwise fill the list.
 func topFunctions(ctx context.Context, file string, cum bool) ([]profileTop, error) {
-	args := []string{"tool", "pprof", "-top", "-nodecount=10", file}
+	args := []string{"-nodecount=10"}
 	if cum {
-		args = []string{"tool", "pprof", "-top", "-cum", "-nodecount=500", file}
+		args = []string{"-cum", "-nodecount=500"}
 	}
+	rows, err := pprofTop(ctx, file, args...)
+	if err != nil {
+		return nil, err
+	}
+	var top []profileTop
+	for _, r := range rows {
+		r.name = withoutShapes(r.name)
+		if cum && (!strings.HasPrefix(r.name, "main.") || r.name == "main.main") {
+			continue
+		}
+		if top = append(top, r); len(top) == 10 {
+			break
+		}
+	}
+	return top, nil
+}
+
+// pprofTop reads the rows of `go tool pprof -top` with args for a profile
+// file: each function with its own and cumulative share ("12.5%").
+func pprofTop(ctx context.Context, file string, args ...string) ([]profileTop, error) {
+	args = append(append([]string{"tool", "pprof", "-top"}, args...), file)
 	out, err := exec.CommandContext(ctx, "go", args...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("go tool pprof %s: %w", file, err)
 	}
-	var top []profileTop
+	var rows []profileTop
 	table := false
 	for line := range strings.Lines(string(out)) {
 		fields := strings.Fields(line)
 		switch {
 		case len(fields) >= 5 && fields[0] == "flat" && fields[1] == "flat%":
 			table = true
-		case table && len(fields) >= 6 && len(top) < 10:
-			name := withoutShapes(strings.Join(fields[5:], " "))
-			if cum && (!strings.HasPrefix(name, "main.") || name == "main.main") {
-				continue
-			}
-			top = append(top, profileTop{name: name, flatPct: fields[1], cumPct: fields[4]})
+		case table && len(fields) >= 6:
+			rows = append(rows, profileTop{name: strings.Join(fields[5:], " "), flatPct: fields[1], cumPct: fields[4]})
 		}
 	}
-	return top, nil
+	return rows, nil
 }
 
 // withoutShapes shortens each type argument of a generic function's shape

@@ -1,5 +1,10 @@
 package main
 
+import (
+	"os"
+	"path/filepath"
+)
+
 // The wrk Lua scripts, one per scenario. Each thread seeds its own random
 // generator from its thread number, and done() prints one RESULT line of JSON
 // that the benchmark parses. Arguments after "--": the API key, then the
@@ -90,4 +95,15 @@ function response(status, headers, body)
     table.insert(pets, id)
   end
 end`,
+}
+
+// writeScripts writes each scenario's script into dir, as SCENARIO.lua,
+// where runWrk finds it.
+func writeScripts(dir string) error {
+	for name, body := range scenarioScripts {
+		if err := os.WriteFile(filepath.Join(dir, name+".lua"), []byte(luaCommon+body+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -15,6 +15,27 @@ import (
 	_ "modernc.org/sqlite"
 )
 
+// buildInTempDir makes a temporary directory named after prefix and builds
+// the service of the working tree into it, as DIR/petstore. remove deletes
+// the directory, unless keep, which names it on stderr instead.
+func buildInTempDir(ctx context.Context, prefix string, keep bool) (dir, bin string, remove func(), err error) {
+	dir, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", "", nil, err
+	}
+	remove = func() { os.RemoveAll(dir) }
+	if keep {
+		fmt.Fprintf(os.Stderr, "keeping %s\n", dir)
+		remove = func() {}
+	}
+	bin = filepath.Join(dir, "petstore")
+	if err := buildService(ctx, ".", bin); err != nil {
+		remove()
+		return "", "", nil, err
+	}
+	return dir, bin, remove, nil
+}
+
 // buildTimeout bounds each step of building a binary (git archive, tar, go
 // build): a build that needs the module proxy and cannot reach it fails
 // instead of holding the benchmark.

@@ -1,0 +1,577 @@
+package main
+
+// bench https measures what HTTPS costs the service, in one run. It makes an
+// ECDSA P-256 certificate for 127.0.0.1, builds the service, and starts it
+// twice on databases of the same size: once over plain HTTP, once with
+// -tls-cert and -tls-key. Beside them it starts the bare ceiling twice, over
+// plain HTTP and over TLS with the same certificate (the bare Go TLS server).
+//
+// Keep-alive scenarios (list-first, get, create: the requests of the main
+// benchmark's scripts), each round loading in turn: the service over plain
+// HTTP/1.1 with wrk (the base of the ratios), over HTTPS HTTP/1.1 with wrk,
+// over HTTPS HTTP/2 with h2load, over plain HTTP/1.1 with h2load --h1 (the
+// same client as the HTTP/2 row on both sides of a ratio), then the ceiling
+// over plain HTTP/1.1 and over HTTPS HTTP/1.1 with wrk and over HTTPS
+// HTTP/2 with h2load (what TLS and HTTP/2 cost a server that does nothing
+// else).
+//
+// The handshake scenario: new connections per second, each a full TLS 1.3
+// handshake (no session cache, no tickets) and one GET /healthz, from Go
+// workers in this process (runHandshakes), each round loading the bare Go
+// TLS server, then the service.
+//
+// By default (-pin) every server runs on CPU 1 and the benchmark, with the
+// clients it runs, on CPU 0: a client's TLS costs as much as the server's,
+// and on two shared cores it would be taken from the server's CPU, which a
+// client on another machine does not do. Every run also measures the CPU
+// time of the server it loads (from /proc/PID/stat), so the report gives
+// each one's CPU per request beside its throughput: the server's cost
+// alone, whatever the layout. With
+// -profile DIR, after the rounds of each scenario the service is loaded
+// once more per service target, not counted, under a CPU profile; the
+// report sorts each profile's time into kinds of work (crypto, system
+// calls, allocation and GC...).
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// httpsOptions are the settings of bench https.
+type httpsOptions struct {
+	duration time.Duration
+	rounds   int
+	conns    int   // connections of wrk, and of h2load unless h2conns
+	h2conns  int   // connections of h2load
+	threads  int   // threads of wrk and h2load
+	streams  int   // h2load's concurrent streams per connection
+	pets     int64 // in each database
+	workers  int   // goroutines of the handshake load
+	only     []string
+	profile  string // the directory of the CPU profiles; none when empty
+	keep     bool
+	// pin runs the servers on CPU 1 and the benchmark with its clients on
+	// CPU 0 (pinnedEnv says the benchmark already runs there).
+	pin     bool
+	taskset string // its path, with pin
+	cpus    int    // the machine's, which a pinned process does not see
+}
+
+// pinnedEnv marks the benchmark's process once it has moved itself to CPU
+// 0 (bench https -pin).
+const pinnedEnv = "PETSTORE_BENCH_PINNED"
+
+// handshakeScenario is the scenario of new connections, beside the
+// keep-alive ones.
+const handshakeScenario = "handshake"
+
+// httpsScenarios are the scenarios of bench https, in the order they run.
+// create comes last of the keep-alive ones, since it grows the tables.
+var httpsScenarios = []string{"list-first", "get", "create", handshakeScenario}
+
+// The targets of bench https, as the report names them: a server, the
+// protocol it is loaded over, and the client that loads it.
+const (
+	plainWrk        = "service, plain HTTP/1.1, wrk"
+	httpsWrk        = "service, HTTPS HTTP/1.1, wrk"
+	httpsH2load     = "service, HTTPS HTTP/2, h2load"
+	plainH2load     = "service, plain HTTP/1.1, h2load --h1"
+	ceilingPlainWrk = "ceiling, plain HTTP/1.1, wrk"
+	ceilingHTTPSWrk = "ceiling, HTTPS HTTP/1.1, wrk"
+	ceilingH2load   = "ceiling, HTTPS HTTP/2, h2load"
+	bareTLSServer   = "bare Go TLS server (the ceiling)"
+	serviceTLS      = "service"
+)
+
+// httpsTarget is one load of a round: a server, the URL it is loaded on and
+// the client that loads it.
+type httpsTarget struct {
+	name   string
+	url    string
+	server *process // whose CPU time is measured
+	// profiled is whether -profile profiles the server under this load
+	// (the service's loads only: the ceiling has no profiles).
+	profiled bool
+	load     func(ctx context.Context, sc string, d time.Duration) (wrkResult, string, error)
+}
+
+// httpsScenarioResult is every round of one scenario of bench https.
+type httpsScenarioResult struct {
+	name    string
+	targets []string               // in the order each round loads them
+	runs    map[string][]wrkResult // by target, one per round
+	tls     map[string]string      // by target: the TLS its client negotiated, as the client says
+	// With -profile: each profiled target's profile, in the order of
+	// targets.
+	profiles map[string]string
+}
+
+// httpsTargetRatio is the target of every ratio HTTPS / plain of the
+// keep-alive scenarios, and handshakeRatio that of the service's
+// handshakes / the bare server's.
+const (
+	httpsTargetRatio = 0.85
+	handshakeRatio   = 0.90
+)
+
+// runHTTPSBench is `bench https`.
+func runHTTPSBench(ctx context.Context, args []string, stdout io.Writer) error {
+	var o httpsOptions
+	fs := flag.NewFlagSet("bench https", flag.ContinueOnError)
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one load run")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds per scenario (each loads every target once)")
+	fs.IntVar(&o.conns, "c", 32, "connections of wrk and of h2load")
+	fs.IntVar(&o.h2conns, "h2-conns", 0, "connections of h2load, when other than -c (with -m, the requests in flight are h2-conns times m)")
+	fs.IntVar(&o.threads, "t", 2, "threads of wrk and of h2load")
+	fs.IntVar(&o.streams, "m", 1, "h2load's concurrent streams per HTTP/2 connection (1: as many requests in flight as wrk's -c)")
+	fs.Int64Var(&o.pets, "pets", 1000, "pets in each database")
+	fs.IntVar(&o.workers, "handshake-workers", 32, "goroutines opening new TLS connections in the handshake scenario")
+	only := fs.String("scenarios", strings.Join(httpsScenarios, ","), "the scenarios to run, comma-separated")
+	fs.StringVar(&o.profile, "profile", "", "after each scenario's rounds, one more run per service target, not counted, with a CPU profile of the service written to this directory")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (certificate, databases, binary)")
+	// Once pinned, this process sees one CPU: the machine's count comes
+	// in pinnedEnv.
+	cpus := runtime.NumCPU()
+	if n, err := strconv.Atoi(os.Getenv(pinnedEnv)); err == nil {
+		cpus = n
+	}
+	o.cpus = cpus
+	fs.BoolVar(&o.pin, "pin", cpus >= 2, "run every server on CPU 1 and the clients on CPU 0 (taskset), so that the clients' own TLS work is not taken from the server's CPU")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.h2conns == 0 {
+		o.h2conns = o.conns
+	}
+	if o.rounds < 1 || o.duration < time.Second || o.conns < 1 || o.threads < 1 || o.threads > o.conns || o.streams < 1 || o.workers < 1 || o.h2conns < o.threads {
+		return errors.New("-rounds, -c, -t, -m and -handshake-workers must be positive, -t at most -c and -h2-conns, -duration at least 1s")
+	}
+	if o.pets < 100 {
+		return errors.New("-pets: at least 100")
+	}
+	for sc := range strings.SplitSeq(*only, ",") {
+		if !slices.Contains(httpsScenarios, sc) {
+			return fmt.Errorf("-scenarios: %q is none of %s", sc, strings.Join(httpsScenarios, ", "))
+		}
+		o.only = append(o.only, sc)
+	}
+	for _, tool := range []string{"wrk", "h2load"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s is not installed; run bench/run https, which installs it (apt-get install wrk nghttp2-client)", tool)
+		}
+	}
+	if _, err := os.Stat("migrations"); err != nil {
+		return fmt.Errorf("run from the repository root: %w", err)
+	}
+	if o.pin {
+		taskset, err := exec.LookPath("taskset")
+		if err != nil {
+			return fmt.Errorf("-pin needs taskset (util-linux), or run with -pin=false: %w", err)
+		}
+		o.taskset = taskset
+		if os.Getenv(pinnedEnv) == "" {
+			if runtime.NumCPU() < 2 {
+				return errors.New("-pin needs two CPUs; run with -pin=false")
+			}
+			return pinSelf(taskset, args)
+		}
+	}
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
+	}
+
+	dir, bin, remove, err := buildInTempDir(ctx, "petstore-bench-https-", o.keep)
+	if err != nil {
+		return err
+	}
+	defer remove()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := writeScripts(dir); err != nil {
+		return err
+	}
+	cert, err := makeCertificate(dir)
+	if err != nil {
+		return err
+	}
+
+	// Every process started here is stopped before runHTTPSBench returns,
+	// by its PID, in the reverse order of their starts.
+	var started []*process
+	defer func() {
+		for _, p := range slices.Backward(started) {
+			p.stop()
+		}
+	}()
+	startOn := func(name string, overTLS bool) (*process, error) {
+		db := filepath.Join(dir, fmt.Sprintf("pets-%d-%s.db", o.pets, name))
+		if err := createDatabase(ctx, bin, db, o.pets); err != nil {
+			return nil, fmt.Errorf("database of %d pets for the %s service: %w", o.pets, name, err)
+		}
+		cmd := serviceCommand(ctx, bin, db)
+		if o.pin {
+			onServerCPU(cmd, o.taskset)
+		}
+		client := &http.Client{Timeout: startTimeout}
+		if overTLS {
+			cmd.Env = append(cmd.Env, "PETSTORE_TLS_CERT="+cert.certFile, "PETSTORE_TLS_KEY="+cert.keyFile)
+			client.Transport = &http.Transport{TLSClientConfig: httpsClient(cert)}
+		}
+		if o.profile != "" {
+			cmd.Env = append(cmd.Env, "PETSTORE_PPROF_ADDR=127.0.0.1:0")
+		}
+		p, _, err := startServiceCommand(ctx, cmd, client)
+		if err != nil {
+			return nil, fmt.Errorf("start the %s service: %w", name, err)
+		}
+		started = append(started, p)
+		return p, nil
+	}
+	plain, err := startOn("plain", false)
+	if err != nil {
+		return err
+	}
+	https, err := startOn("https", true)
+	if err != nil {
+		return err
+	}
+	startCeiling := func(args ...string) (*process, error) {
+		args = append([]string{"ceiling", "127.0.0.1:0", strconv.FormatInt(o.pets, 10)}, args...)
+		cmd := serverCommand(ctx, self, args...)
+		if o.pin {
+			onServerCPU(cmd, o.taskset)
+		}
+		p, err := startProcess(cmd, "ceiling listening on ")
+		if err != nil {
+			return nil, fmt.Errorf("start the ceiling: %w", err)
+		}
+		started = append(started, p)
+		return p, nil
+	}
+	ceiling, err := startCeiling()
+	if err != nil {
+		return err
+	}
+	bare, err := startCeiling(cert.certFile, cert.keyFile)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "service over plain HTTP on %s, over HTTPS on %s; ceiling on %s and %s\n", plain.url, https.url, ceiling.url, bare.url)
+
+	wrkOptions := options{conns: o.conns, threads: o.threads}
+	wrk := func(url string) func(context.Context, string, time.Duration) (wrkResult, string, error) {
+		return func(ctx context.Context, sc string, d time.Duration) (wrkResult, string, error) {
+			r, err := runWrk(ctx, wrkOptions, dir, sc, url, o.pets, d)
+			return r, "", err
+		}
+	}
+	h2load := func(url string, h1 bool) func(context.Context, string, time.Duration) (wrkResult, string, error) {
+		return func(ctx context.Context, sc string, d time.Duration) (wrkResult, string, error) {
+			return runH2load(ctx, o, dir, sc, url, h1, d)
+		}
+	}
+	handshakes := func(url string) func(context.Context, string, time.Duration) (wrkResult, string, error) {
+		return func(ctx context.Context, _ string, d time.Duration) (wrkResult, string, error) {
+			return runHandshakes(ctx, o.workers, url, cert.roots, d)
+		}
+	}
+	keepAlive := []httpsTarget{
+		{name: plainWrk, url: plain.url, server: plain, profiled: true, load: wrk(plain.url)},
+		{name: httpsWrk, url: https.url, server: https, profiled: true, load: wrk(https.url)},
+		{name: httpsH2load, url: https.url, server: https, profiled: true, load: h2load(https.url, false)},
+		{name: plainH2load, url: plain.url, server: plain, load: h2load(plain.url, true)},
+		{name: ceilingPlainWrk, url: ceiling.url, server: ceiling, load: wrk(ceiling.url)},
+		{name: ceilingHTTPSWrk, url: bare.url, server: bare, load: wrk(bare.url)},
+		{name: ceilingH2load, url: bare.url, server: bare, load: h2load(bare.url, false)},
+	}
+	newConns := []httpsTarget{
+		{name: bareTLSServer, url: bare.url, server: bare, load: handshakes(bare.url)},
+		{name: serviceTLS, url: https.url, server: https, profiled: true, load: handshakes(https.url)},
+	}
+
+	var results []httpsScenarioResult
+	for _, sc := range httpsScenarios {
+		if !slices.Contains(o.only, sc) {
+			continue
+		}
+		targets := keepAlive
+		if sc == handshakeScenario {
+			targets = newConns
+		}
+		s, err := httpsScenario(ctx, o, sc, targets)
+		if err != nil {
+			return err
+		}
+		results = append(results, s)
+	}
+	printHTTPSReport(stdout, o, results)
+	return nil
+}
+
+// The CPUs of bench https -pin: the servers' and the clients'.
+const (
+	serverCPU = "1"
+	clientCPU = "0"
+)
+
+// pinSelf runs bench https again with args on the clients' CPU, in place of
+// this process (the same PID): so wrk, h2load and the handshake workers,
+// which run in or under this process, stay off the servers' CPU.
+func pinSelf(taskset string, args []string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	argv := append([]string{"taskset", "-c", clientCPU, self, "https"}, args...)
+	return syscall.Exec(taskset, argv, append(os.Environ(), pinnedEnv+"="+strconv.Itoa(runtime.NumCPU())))
+}
+
+// onServerCPU makes cmd start on the servers' CPU alone (taskset executes
+// the server in its own place, so the PID is the server's). Go sizes the
+// server's GOMAXPROCS to that one CPU, the same for every server loaded.
+func onServerCPU(cmd *exec.Cmd, taskset string) {
+	cmd.Args = append([]string{"taskset", "-c", serverCPU, cmd.Path}, cmd.Args[1:]...)
+	cmd.Path = taskset
+}
+
+// httpsClient trusts the benchmark's certificate, and nothing else.
+func httpsClient(cert certificate) *tls.Config {
+	return &tls.Config{RootCAs: cert.roots, MinVersion: tls.VersionTLS12}
+}
+
+// httpsScenario runs the rounds of one scenario on targets, after a warm-up
+// of each, and with -profile one more profiled run of each service target.
+func httpsScenario(ctx context.Context, o httpsOptions, sc string, targets []httpsTarget) (httpsScenarioResult, error) {
+	s := httpsScenarioResult{name: sc, runs: map[string][]wrkResult{}, tls: map[string]string{}, profiles: map[string]string{}}
+	for _, t := range targets {
+		s.targets = append(s.targets, t.name)
+		// A second of each, not counted.
+		if _, _, err := t.load(ctx, sc, time.Second); err != nil {
+			return s, fmt.Errorf("%s, %s: %w", sc, t.name, err)
+		}
+	}
+	for round := range o.rounds {
+		line := fmt.Sprintf("%-10s round %d:", sc, round+1)
+		for _, t := range targets {
+			pid := t.server.cmd.Process.Pid
+			before, syscallsBefore := cpuTime([]int{pid}), readWriteSyscalls(pid)
+			r, negotiated, err := t.load(ctx, sc, o.duration)
+			if err != nil {
+				return s, fmt.Errorf("%s, %s: %w", sc, t.name, err)
+			}
+			r.CPU = []time.Duration{cpuUsed(before, cpuTime([]int{pid}))}
+			if after := readWriteSyscalls(pid); after >= 0 && syscallsBefore >= 0 {
+				r.Syscalls = after - syscallsBefore
+			}
+			s.runs[t.name] = append(s.runs[t.name], r)
+			if negotiated != "" {
+				s.tls[t.name] = negotiated
+			}
+			line += fmt.Sprintf(" %s %.0f/s (%.0f µs CPU, %.1f syscalls, failures %d);", t.name, r.rps(), r.cpuPerRequest(), r.syscallsPerRequest(), r.Non2xx+r.SocketErrors)
+		}
+		fmt.Fprintln(os.Stderr, strings.TrimSuffix(line, ";"))
+	}
+	if o.profile == "" {
+		return s, nil
+	}
+	for _, t := range targets {
+		if !t.profiled {
+			continue
+		}
+		file := filepath.Join(o.profile, fmt.Sprintf("https-%s-%s.pprof", sc, fileWord(t.name)))
+		err := profileDuring(ctx, t.server, o.duration, file, func(d time.Duration) error {
+			_, _, err := t.load(ctx, sc, d)
+			return err
+		})
+		if err != nil {
+			return s, fmt.Errorf("%s, %s: %w", sc, t.name, err)
+		}
+		s.profiles[t.name] = file
+		fmt.Fprintf(os.Stderr, "%-10s profiled %s: %s\n", sc, t.name, file)
+	}
+	return s, nil
+}
+
+// printHTTPSReport writes the report of bench https in Markdown.
+func printHTTPSReport(w io.Writer, o httpsOptions, results []httpsScenarioResult) {
+	layout := "servers and clients on every CPU (-pin=false)"
+	if o.pin {
+		layout = fmt.Sprintf("every server on CPU %s, the clients on CPU %s (-pin)", serverCPU, clientCPU)
+	}
+	fmt.Fprintf(w, "%s, %d CPUs (nproc), %s; %s; %d pets in each database; wrk -t%d -c%d; h2load -t%d -c%d -m%d; %d handshake workers; %d rounds of %v per target, medians\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.cpus, cpuModel(), layout, o.pets, o.threads, o.conns, o.threads, o.h2conns, o.streams, o.workers, o.rounds, o.duration)
+	negotiated := map[string]bool{}
+	for _, s := range results {
+		for _, name := range s.targets {
+			if t := s.tls[name]; t != "" && !negotiated[name+t] {
+				negotiated[name+t] = true
+				fmt.Fprintf(w, "- TLS negotiated by %s (%s): %s\n", name, s.name, t)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+
+	pct := func(rs []float64) string {
+		return fmt.Sprintf("%.2f (%.2f to %.2f)", median(rs, identity), slices.Min(rs), slices.Max(rs))
+	}
+	met := func(ratio, target float64) string {
+		if ratio >= target {
+			return "met"
+		}
+		return "**not met**"
+	}
+	keepAlive := slices.DeleteFunc(slices.Clone(results), func(s httpsScenarioResult) bool { return s.name == handshakeScenario })
+	if len(keepAlive) > 0 {
+		fmt.Fprintln(w, "Keep-alive: each row's req/s, p50 / p99 (medians over the rounds), its ratio to the plain HTTP/1.1 row of the same server loaded by wrk (median of the per-round ratios, lowest and highest in brackets), and the server's CPU time and read and write system calls per request (its process, from /proc/PID/stat and /proc/PID/io; the clients' are not counted). \"its ratio\" is the plain row's CPU per request over this row's: the throughput ratio the server would reach if its own CPU were all that limited it (unpinned, on two shared cores, the clients' TLS work takes CPU from the server too). \"server busy\" is the server's CPU time over the run's, in cores: near 1 with -pin, the server's one CPU was the limit, not the client.")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| scenario | server, protocol, client | req/s | p50 / p99 | ratio to plain HTTP/1.1 (wrk) | target | server CPU per request | its ratio | server busy | server reads + writes per request | failures |")
+		fmt.Fprintln(w, "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+		for _, s := range keepAlive {
+			for _, name := range s.targets {
+				rs := s.runs[name]
+				ratio, target, cpuRatio := "", "", ""
+				switch name {
+				case httpsWrk, httpsH2load, plainH2load:
+					cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[plainWrk], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
+				case ceilingHTTPSWrk, ceilingH2load:
+					cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[ceilingPlainWrk], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
+				}
+				switch name {
+				case httpsWrk, httpsH2load:
+					r := rpsRatios(rs, s.runs[plainWrk])
+					ratio = "**" + pct(r) + "**"
+					target = fmt.Sprintf(">= %.2f: %s", httpsTargetRatio, met(median(r, identity), httpsTargetRatio))
+				case plainH2load:
+					ratio = pct(rpsRatios(rs, s.runs[plainWrk])) + " (the clients' difference)"
+				case ceilingHTTPSWrk, ceilingH2load:
+					ratio = pct(rpsRatios(rs, s.runs[ceilingPlainWrk])) + " (of the ceiling over plain HTTP/1.1)"
+				}
+				fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %s | %.1f µs | %s | %.2f | %.2f | %d |\n",
+					s.name, name, medianOf(rs, wrkResult.rps), latency(rs), ratio, target,
+					medianOf(rs, wrkResult.cpuPerRequest), cpuRatio, medianOf(rs, wrkResult.serverBusy), medianOf(rs, wrkResult.syscallsPerRequest), failures(rs))
+			}
+		}
+		fmt.Fprintln(w)
+		var same []string
+		for _, s := range keepAlive {
+			same = append(same, fmt.Sprintf("%s %s", s.name, pct(rpsRatios(s.runs[httpsH2load], s.runs[plainH2load]))))
+		}
+		fmt.Fprintf(w, "HTTPS HTTP/2 / plain HTTP/1.1 with h2load on both sides (the same client, so that only the server's protocol differs): %s.\n\n", strings.Join(same, "; "))
+	}
+	for _, s := range results {
+		if s.name != handshakeScenario {
+			continue
+		}
+		fmt.Fprintf(w, "New connections: each a full TLS 1.3 handshake (no session cache, no tickets), then GET /healthz with Connection: close, its answer and the server's close; %d Go workers in the benchmark's process. Connection time is from the dial to the server's close; \"its ratio\" is the bare server's CPU per handshake over the service's.\n\n", o.workers)
+		fmt.Fprintln(w, "| server | handshakes/s | connection p50 / p99 | ratio to the bare Go TLS server | target | server CPU per handshake | its ratio | server busy | server reads + writes per connection | failures |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+		for _, name := range s.targets {
+			rs := s.runs[name]
+			ratio, target, cpuRatio := "", "", ""
+			if name == serviceTLS {
+				r := rpsRatios(rs, s.runs[bareTLSServer])
+				ratio = "**" + pct(r) + "**"
+				target = fmt.Sprintf(">= %.2f: %s", handshakeRatio, met(median(r, identity), handshakeRatio))
+				cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[bareTLSServer], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
+			}
+			fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %.0f µs | %s | %.2f | %.2f | %d |\n",
+				name, medianOf(rs, wrkResult.rps), latency(rs), ratio, target,
+				medianOf(rs, wrkResult.cpuPerRequest), cpuRatio, medianOf(rs, wrkResult.serverBusy), medianOf(rs, wrkResult.syscallsPerRequest), failures(rs))
+		}
+		fmt.Fprintln(w)
+	}
+	printHTTPSProfiles(w, o, results)
+}
+
+// printHTTPSProfiles sorts each profile's CPU time into kinds of work (a
+// table per scenario, a column per profiled target: the share of the
+// profile, and that share of the server's CPU per request in the measured
+// rounds), then lists each profile's top 10.
+func printHTTPSProfiles(w io.Writer, o httpsOptions, results []httpsScenarioResult) {
+	if o.profile == "" {
+		return
+	}
+	ctx := context.Background()
+	fmt.Fprintf(w, "CPU profiles of the service, one unmeasured run of %v per scenario and service target after its rounds (files in %s). Each function's own time sorted into kinds of work: the share of the profile, and in brackets that share of the server's CPU per request (or handshake) in the measured rounds.\n", o.duration, o.profile)
+	for _, s := range results {
+		var names []string
+		shares := map[string]map[string]float64{}
+		for _, name := range s.targets {
+			file, ok := s.profiles[name]
+			if !ok {
+				continue
+			}
+			sh, err := profileShares(ctx, file)
+			if err != nil {
+				fmt.Fprintf(w, "\n%s, %s: %v\n", s.name, name, err)
+				continue
+			}
+			names = append(names, name)
+			shares[name] = sh
+		}
+		if len(names) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n\n| kind of work | %s |\n|---|%s\n", s.name, strings.Join(names, " | "), strings.Repeat("---:|", len(names)))
+		for _, k := range cpuKinds {
+			row := "| " + k.kind + " |"
+			for _, name := range names {
+				share := shares[name][k.kind]
+				row += fmt.Sprintf(" %.1f%% (%.1f µs) |", share, share/100*medianOf(s.runs[name], wrkResult.cpuPerRequest))
+			}
+			fmt.Fprintln(w, row)
+		}
+		for _, name := range names {
+			file := s.profiles[name]
+			flat, err := topFunctions(ctx, file, false)
+			if err != nil {
+				fmt.Fprintf(w, "\n%s, %s: %v\n", s.name, name, err)
+				continue
+			}
+			fmt.Fprintf(w, "\n%s, %s (`%s`), top 10 by own time:\n\n| # | function | own | cumulative |\n|---:|---|---:|---:|\n", s.name, name, filepath.Base(file))
+			for i, f := range flat {
+				fmt.Fprintf(w, "| %d | `%s` | %s | %s |\n", i+1, f.name, f.flatPct, f.cumPct)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// serverBusy is the server's CPU time over the run's length: the cores it
+// kept busy.
+func (r wrkResult) serverBusy() float64 {
+	if len(r.CPU) == 0 || r.DurationUS == 0 {
+		return 0
+	}
+	return float64(r.CPU[0].Microseconds()) / float64(r.DurationUS)
+}
+
+// syscallsPerRequest is the server's read and write system calls per
+// request; 0 when they could not be read.
+func (r wrkResult) syscallsPerRequest() float64 {
+	if r.Syscalls < 0 || r.Requests == 0 {
+		return 0
+	}
+	return float64(r.Syscalls) / float64(r.Requests)
+}
