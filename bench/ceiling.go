@@ -34,10 +34,13 @@ const ceilingVariants = 1024
 // Given a certificate and its key (PEM files) after PETS, it serves them
 // over TLS instead, as the service does with -tls-cert and -tls-key (TLS 1.2
 // and 1.3, Go's suites, HTTP/2 and HTTP/1.1 by ALPN): the bare Go TLS server
-// of bench https.
+// of bench https. Given h2c after PETS, it serves HTTP/2 without TLS beside
+// HTTP/1.1 (h2c, with prior knowledge), which bench https loads to tell
+// what HTTP/2 costs from what TLS does.
 func runCeiling(args []string) error {
-	if len(args) != 2 && len(args) != 4 {
-		return fmt.Errorf("usage: bench ceiling ADDR PETS [CERT KEY]")
+	h2c := len(args) == 3 && args[2] == "h2c"
+	if len(args) != 2 && len(args) != 4 && !h2c {
+		return fmt.Errorf("usage: bench ceiling ADDR PETS [h2c | CERT KEY]")
 	}
 	n, err := strconv.ParseInt(args[1], 10, 64)
 	if err != nil {
@@ -129,6 +132,11 @@ func runCeiling(args []string) error {
 	}
 	srv := &http.Server{Handler: mux}
 	scheme := "http"
+	if h2c {
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
 	if len(args) == 4 {
 		cert, err := tls.LoadX509KeyPair(args[2], args[3])
 		if err != nil {

@@ -4,16 +4,17 @@ package main
 // ECDSA P-256 certificate for 127.0.0.1, builds the service, and starts it
 // twice on databases of the same size: once over plain HTTP, once with
 // -tls-cert and -tls-key. Beside them it starts the bare ceiling twice, over
-// plain HTTP and over TLS with the same certificate (the bare Go TLS server).
+// plain HTTP (HTTP/1.1 and h2c) and over TLS with the same certificate (the
+// bare Go TLS server).
 //
 // Keep-alive scenarios (list-first, get, create: the requests of the main
 // benchmark's scripts), each round loading in turn: the service over plain
 // HTTP/1.1 with wrk (the base of the ratios), over HTTPS HTTP/1.1 with wrk,
 // over HTTPS HTTP/2 with h2load, over plain HTTP/1.1 with h2load --h1 (the
 // same client as the HTTP/2 row on both sides of a ratio), then the ceiling
-// over plain HTTP/1.1 and over HTTPS HTTP/1.1 with wrk and over HTTPS
-// HTTP/2 with h2load (what TLS and HTTP/2 cost a server that does nothing
-// else).
+// over plain HTTP/1.1 and over HTTPS HTTP/1.1 with wrk, and over HTTPS
+// HTTP/2 and plain HTTP/2 (h2c) with h2load (what TLS and HTTP/2 cost, each
+// apart, a server that does nothing else; the service serves no h2c).
 //
 // The handshake scenario: new connections per second, each a full TLS 1.3
 // handshake (no session cache, no tickets) and one GET /healthz, from Go
@@ -93,6 +94,7 @@ const (
 	ceilingPlainWrk = "ceiling, plain HTTP/1.1, wrk"
 	ceilingHTTPSWrk = "ceiling, HTTPS HTTP/1.1, wrk"
 	ceilingH2load   = "ceiling, HTTPS HTTP/2, h2load"
+	ceilingH2c      = "ceiling, plain HTTP/2 (h2c), h2load"
 	bareTLSServer   = "bare Go TLS server (the ceiling)"
 	serviceTLS      = "service"
 )
@@ -269,7 +271,7 @@ func runHTTPSBench(ctx context.Context, args []string, stdout io.Writer) error {
 		started = append(started, p)
 		return p, nil
 	}
-	ceiling, err := startCeiling()
+	ceiling, err := startCeiling("h2c")
 	if err != nil {
 		return err
 	}
@@ -304,6 +306,7 @@ func runHTTPSBench(ctx context.Context, args []string, stdout io.Writer) error {
 		{name: ceilingPlainWrk, url: ceiling.url, server: ceiling, load: wrk(ceiling.url)},
 		{name: ceilingHTTPSWrk, url: bare.url, server: bare, load: wrk(bare.url)},
 		{name: ceilingH2load, url: bare.url, server: bare, load: h2load(bare.url, false)},
+		{name: ceilingH2c, url: ceiling.url, server: ceiling, load: h2load(ceiling.url, false)},
 	}
 	newConns := []httpsTarget{
 		{name: bareTLSServer, url: bare.url, server: bare, load: handshakes(bare.url)},
@@ -454,7 +457,7 @@ func printHTTPSReport(w io.Writer, o httpsOptions, results []httpsScenarioResult
 				switch name {
 				case httpsWrk, httpsH2load, plainH2load:
 					cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[plainWrk], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
-				case ceilingHTTPSWrk, ceilingH2load:
+				case ceilingHTTPSWrk, ceilingH2load, ceilingH2c:
 					cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[ceilingPlainWrk], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
 				}
 				switch name {
@@ -464,7 +467,7 @@ func printHTTPSReport(w io.Writer, o httpsOptions, results []httpsScenarioResult
 					target = fmt.Sprintf(">= %.2f: %s", httpsTargetRatio, met(median(r, identity), httpsTargetRatio))
 				case plainH2load:
 					ratio = pct(rpsRatios(rs, s.runs[plainWrk])) + " (the clients' difference)"
-				case ceilingHTTPSWrk, ceilingH2load:
+				case ceilingHTTPSWrk, ceilingH2load, ceilingH2c:
 					ratio = pct(rpsRatios(rs, s.runs[ceilingPlainWrk])) + " (of the ceiling over plain HTTP/1.1)"
 				}
 				fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %s | %.1f µs | %s | %.2f | %.2f | %d |\n",
@@ -478,6 +481,11 @@ func printHTTPSReport(w io.Writer, o httpsOptions, results []httpsScenarioResult
 			same = append(same, fmt.Sprintf("%s %s", s.name, pct(rpsRatios(s.runs[httpsH2load], s.runs[plainH2load]))))
 		}
 		fmt.Fprintf(w, "HTTPS HTTP/2 / plain HTTP/1.1 with h2load on both sides (the same client, so that only the server's protocol differs): %s.\n\n", strings.Join(same, "; "))
+		var tlsAlone []string
+		for _, s := range keepAlive {
+			tlsAlone = append(tlsAlone, fmt.Sprintf("%s %s", s.name, pct(rpsRatios(s.runs[ceilingH2load], s.runs[ceilingH2c]))))
+		}
+		fmt.Fprintf(w, "What TLS alone costs HTTP/2, on the ceiling: HTTPS HTTP/2 / plain HTTP/2 (h2c), h2load on both: %s.\n\n", strings.Join(tlsAlone, "; "))
 	}
 	for _, s := range results {
 		if s.name != handshakeScenario {
