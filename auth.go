@@ -202,9 +202,13 @@ func loadKeyring(list, file string, secret []byte) (keyring, error) {
 	kr := keyring{secret: secret, file: file, current: new(atomic.Pointer[keySet])}
 	for k := range strings.SplitSeq(list, ",") {
 		if k = strings.TrimSpace(k); k != "" {
+			source := fmt.Sprintf("key %d of %sAPI_KEYS", len(kr.envKeys)+1, envPrefix)
+			if err := checkListedKey(k); err != nil {
+				return kr, &configError{envPrefix + "API_KEYS", source + " " + err.Error()}
+			}
 			e := newKeyEntry(secret, sha256.Sum256([]byte(k)), "")
 			e.short = len(k) < minKeyLen
-			e.source = fmt.Sprintf("key %d of %sAPI_KEYS", len(kr.envKeys)+1, envPrefix)
+			e.source = source
 			kr.envKeys = append(kr.envKeys, e)
 		}
 	}
@@ -437,6 +441,25 @@ func invisibleChar(r rune, rest string) string {
 		return "an invisible character"
 	}
 	return ""
+}
+
+// checkListedKey refuses a key of PETSTORE_API_KEYS that cannot have been
+// meant as one: a digest (which the variable would take as a key, its own
+// text, while the key it stood for got 401), or a key that holds a
+// character no one sees (see invisibleChar). Unlike the key file, the
+// variable takes 64 hex digits as a key (openssl rand -hex 32): it holds
+// keys only, and refusing them would lock deployments out at an upgrade.
+// The error never repeats the key.
+func checkListedKey(key string) error {
+	if readsAsDigest(key) {
+		return fmt.Errorf("reads as a digest (a colon, then %d or more hex digits), which this variable would take as a key itself; it holds keys only: list a digest in the key file (-api-keys-file) as sha256:HEX", minDigestHex)
+	}
+	for i, r := range key {
+		if kind := invisibleChar(r, key[i:]); kind != "" {
+			return fmt.Errorf("holds %s (U+%04X), which cannot be seen; retype the key (an editor, a web page or a chat may have added the character)", kind, r)
+		}
+	}
+	return nil
 }
 
 // minDigestHex is the number of hex digits of the shortest digest in common

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -22,7 +23,12 @@ import (
 // runConfig runs the program with env and args and no standard input.
 func runConfig(t *testing.T, env map[string]string, args ...string) error {
 	t.Helper()
-	return run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, io.Discard)
+	// A configuration accepted where it should be refused serves until the
+	// context ends: end it soon, so the test fails then rather than at the
+	// suite's timeout.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	return run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, io.Discard)
 }
 
 func TestRunRefusesBadConfiguration(t *testing.T) {
@@ -86,6 +92,10 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"a key file that lists a key and its digest", nil, []string{"-api-keys-file", filepath.Join(dir, "twice-digest-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "line 2 is the same key as line 1"},
 		{"a key file that lists a key of PETSTORE_API_KEYS again", nil, []string{"-api-keys-file", filepath.Join(dir, "env-again-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "line 2 is the same key as key 1 of PETSTORE_API_KEYS"},
 		{"PETSTORE_API_KEYS with a key twice", map[string]string{"PETSTORE_API_KEYS": "one-key-0123456789, two-key-0123456789,one-key-0123456789"}, nil, "PETSTORE_API_KEYS", "key 3 of PETSTORE_API_KEYS is the same key as key 1"},
+		{"PETSTORE_API_KEYS with a digest", map[string]string{"PETSTORE_API_KEYS": "one-key-0123456789,sha256:" + strings.Repeat("ab", 32)}, nil, "PETSTORE_API_KEYS", "key 2 of PETSTORE_API_KEYS reads as a digest"},
+		{"PETSTORE_API_KEYS with a digest in upper case", map[string]string{"PETSTORE_API_KEYS": "SHA256:" + strings.Repeat("AB", 32)}, nil, "PETSTORE_API_KEYS", "key 1 of PETSTORE_API_KEYS reads as a digest"},
+		{"PETSTORE_API_KEYS with a character no one sees", map[string]string{"PETSTORE_API_KEYS": "one-key-0123456789,two-key-\u200b0123456789"}, nil, "PETSTORE_API_KEYS", "key 2 of PETSTORE_API_KEYS holds an invisible format character (U+200B)"},
+		{"PETSTORE_API_KEYS with a byte order mark", map[string]string{"PETSTORE_API_KEYS": "\ufeffone-key-0123456789"}, nil, "PETSTORE_API_KEYS", "key 1 of PETSTORE_API_KEYS holds a byte order mark (U+FEFF)"},
 		{"a missing TLS certificate", nil, []string{"-tls-cert", filepath.Join(dir, "none.crt"), "-tls-key", good.keyFile}, "-tls-cert (PETSTORE_TLS_CERT)", "cannot read " + filepath.Join(dir, "none.crt")},
 		{"a missing TLS key", map[string]string{"PETSTORE_TLS_CERT": good.certFile, "PETSTORE_TLS_KEY": filepath.Join(dir, "none.key")}, nil, "-tls-key (PETSTORE_TLS_KEY)", "cannot read"},
 		{"a TLS key of another certificate", nil, []string{"-tls-cert", good.certFile, "-tls-key", other.keyFile}, "-tls-key (PETSTORE_TLS_KEY)", "are not a certificate and its private key"},
@@ -137,10 +147,15 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 			err := runConfig(t, env, tt.args...)
 			ce, ok := errors.AsType[*configError](err)
 			if !ok || ce.setting != tt.setting || !strings.Contains(ce.problem, tt.mention) {
-				t.Errorf("run() = %v, want a configError for %s mentioning %q", err, tt.setting, tt.mention)
+				t.Fatalf("run() = %v, want a configError for %s mentioning %q", err, tt.setting, tt.mention)
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("the error is not one line: %q", err)
+			}
+			for k := range strings.SplitSeq(tt.env["PETSTORE_API_KEYS"], ",") {
+				if k = strings.TrimSpace(k); k != "" && strings.Contains(err.Error(), k) {
+					t.Errorf("the error %q repeats a key of PETSTORE_API_KEYS", err)
+				}
 			}
 		})
 	}
