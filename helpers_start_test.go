@@ -308,7 +308,9 @@ func startSlowCreate(t *testing.T, base string) (<-chan slowAnswer, *io.PipeWrit
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Expect", "100-continue")
 	// The client sends the body only after the 100, and waits for it.
-	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	tr := testTransport()
+	tr.ExpectContinueTimeout = time.Minute
+	client := &http.Client{Transport: tr}
 	t.Cleanup(client.CloseIdleConnections)
 	answer := make(chan slowAnswer, 1)
 	go func() {

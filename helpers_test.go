@@ -204,6 +204,9 @@ func TestMain(m *testing.M) {
 	if testBinary.dir != "" {
 		os.RemoveAll(testBinary.dir)
 	}
+	if testTLSFiles.dir != "" {
+		os.RemoveAll(testTLSFiles.dir)
+	}
 	if testPostgres.cluster != nil {
 		testPostgres.cluster.remove()
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -33,7 +35,7 @@ var testTLS = os.Getenv(tlsVariable) != ""
 
 // overTLSFiles are the files whose tests run again over HTTPS and HTTP/2:
 // the core API's and the change feed's (its streams included).
-var overTLSFiles = []string{"pets_test.go", "orders_test.go", "events_test.go", "events_keys_test.go"}
+var overTLSFiles = []string{"pets_test.go", "orders_test.go", "events_test.go", "events_keys_test.go", "hostile_test.go", "hostile_linux_test.go"}
 
 // overTLS collects the tests of overTLSFiles that started a test server in
 // this run, which the run over HTTPS runs again.
@@ -114,18 +116,58 @@ func runOverTLS() int {
 	return 0
 }
 
+// testTLSFiles are, in the run over HTTPS, the files of httptest's
+// certificate and its private key, which the services that the hostile
+// tests start (startHostileTarget) serve, so that http.DefaultClient trusts
+// them as it trusts httptest's servers.
+var testTLSFiles struct{ dir, cert, key string }
+
 // trustTestServers makes http.DefaultClient trust the certificate that
 // every httptest TLS server presents (one, built into httptest), and speak
-// HTTP/2 to them.
+// HTTP/2 to them, and writes that certificate to testTLSFiles.
 func trustTestServers() {
 	srv := httptest.NewTLSServer(http.NotFoundHandler())
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
+	writeTestTLSFiles(srv.TLS.Certificates[0])
 	srv.Close()
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: pool}
 	t.ForceAttemptHTTP2 = true
 	http.DefaultClient.Transport = t
+}
+
+// testTransport is a new transport that trusts what http.DefaultClient
+// trusts: in the run over HTTPS, httptest's certificate, over HTTP/2.
+func testTransport() *http.Transport {
+	if tr, ok := http.DefaultClient.Transport.(*http.Transport); ok {
+		return tr.Clone()
+	}
+	return http.DefaultTransport.(*http.Transport).Clone()
+}
+
+// writeTestTLSFiles writes cert, its chain and its private key, as PEM, to
+// the files of testTLSFiles, in a directory TestMain removes.
+func writeTestTLSFiles(cert tls.Certificate) {
+	dir, err := os.MkdirTemp("", "petstore-tls-")
+	if err != nil {
+		panic(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		panic(err)
+	}
+	var chain []byte
+	for _, der := range cert.Certificate {
+		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	testTLSFiles.dir, testTLSFiles.cert, testTLSFiles.key = dir, filepath.Join(dir, "test.crt"), filepath.Join(dir, "test.key")
+	if err := os.WriteFile(testTLSFiles.cert, chain, 0o600); err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile(testTLSFiles.key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		panic(err)
+	}
 }
 
 // TestTheCoreTestsRunOverTLS: the files whose tests run again over HTTPS

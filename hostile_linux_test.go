@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,7 +62,12 @@ func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
 	if err := os.WriteFile(seedFile, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs := startHostileTarget(t, "-seed", seedFile, "-write-timeout", "1s")
+	const maxConns = 4
+	rs := startHostileTarget(t, "-seed", seedFile, "-write-timeout", "1s", "-max-conns", strconv.Itoa(maxConns))
+	if testTLS {
+		stallOverHTTP2(t, rs, maxConns)
+		return
+	}
 
 	// A client with a 4 KiB receive window pipelines far more requests than
 	// the socket buffers can hold the answers of, and reads none of them.
@@ -91,12 +98,64 @@ func TestAClientThatStopsReadingDoesNotHoldTheServer(t *testing.T) {
 	t.Logf("the server closed the stalled connection %v after the requests were sent", time.Since(start).Round(time.Millisecond))
 }
 
+// stallOverHTTP2 is TestAClientThatStopsReadingDoesNotHoldTheServer over
+// HTTP/2, where Go's server clears the connection's write deadline and
+// only the per-stream write timeout would act: queued behind a write that
+// never ends, it never did, and a connection whose client stopped reading
+// stayed open, busy, for ever. maxConns such connections, each with 100
+// requests for the API document (22 MB of answers, more than any socket
+// buffer) and a 4 KiB receive window, and no key: the service must close
+// each once a write has waited the write timeout, so that their slots under
+// the connection cap come back and a fresh client is served.
+func stallOverHTTP2(t *testing.T, rs *runningService, maxConns int) {
+	stalled := make([]*rawH2, maxConns)
+	for i := range stalled {
+		stalled[i] = dialH2(t, rs.URL, &smallWindowDialer, 1<<31-1)
+		for range 100 {
+			if _, err := stalled[i].open("GET", "/v1/openapi.json", nil, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stalled[i].answering(t, 10*time.Second)
+	}
+	start := time.Now()
+	// Fresh clients, each on a connection of its own: every slot under
+	// the cap is held by a stalled connection until the service lets go
+	// of one. Before the fix, each of these waited for ever.
+	for i := range 5 {
+		client := &http.Client{Timeout: 10 * time.Second, Transport: testTransport()}
+		res, err := client.Do(newRequest(t, rs.URL, "GET", "/v1/pets?limit=5", "", nil))
+		if err != nil {
+			t.Fatalf("fresh client %d, with %d connections stalled (the cap): %v", i, maxConns, err)
+		}
+		if got := readResponse(t, res); got.Status != http.StatusOK {
+			t.Fatalf("fresh client %d: status %d", i, got.Status)
+		}
+		client.CloseIdleConnections()
+	}
+	t.Logf("fresh clients served %v after %d connections stalled", time.Since(start).Round(time.Millisecond), maxConns)
+	// Each stalled connection was closed by the service: reading on finds
+	// its end, not 22 MB of answers and then a connection left open.
+	for i, c := range stalled {
+		if !c.closedByServer(10 * time.Second) {
+			t.Errorf("stalled connection %d is still open", i)
+		}
+	}
+	eventually(t, "the stalled connections are no longer counted open", func() bool {
+		return metricValue(t, doRequest(t, rs.URL, "GET", "/metrics", "", nil).Body, "petstore_connections_open", map[string]string{}) <= 1
+	})
+}
+
 // TestAStreamWhoseClientStopsReadingIsClosed: an event stream whose client
 // stops reading is closed once a frame has waited the write timeout (30 s,
 // 300 ms here), so a stalled reader holds neither a buffer nor a
 // connection, and no longer counts as an open stream.
 func TestAStreamWhoseClientStopsReadingIsClosed(t *testing.T) {
 	t.Parallel()
+	if testTLS {
+		streamStalledOverHTTP2(t)
+		return
+	}
 	ts := newTestServer(t, withFeed(feedConfig{heartbeat: time.Hour, retention: time.Hour, maxStreams: 10, writeTimeout: 300 * time.Millisecond}))
 	// The stalled client gets a listener of its own on the same handler,
 	// so that the states of its one connection, as the server sees them,
@@ -152,6 +211,46 @@ func TestAStreamWhoseClientStopsReadingIsClosed(t *testing.T) {
 		t.Errorf("the server logged more than requests; did the stream end for another reason?\n%s", other)
 	}
 	t.Logf("the stream ended after %d events", created)
+}
+
+// streamStalledOverHTTP2 is TestAStreamWhoseClientStopsReadingIsClosed
+// over HTTP/2: a key's one stream (its cap, -events-max-streams 1) on a
+// connection whose client stops reading, and then asks for more than the
+// sockets hold. The service closes the connection once a write has waited
+// the write timeout, which ends the stream and gives its slot back: the key
+// opens a stream again. Before the fix, the stream's reset waited behind
+// the stuck write and the slot stayed taken, every new stream 429, for
+// ever.
+func streamStalledOverHTTP2(t *testing.T) {
+	rs := startHostileTarget(t, "-write-timeout", "1s", "-events-max-streams", "1")
+	stalled := dialH2(t, rs.URL, &smallWindowDialer, 1<<31-1)
+	auth := map[string]string{"authorization": "Bearer " + testKey, "accept": "text/event-stream"}
+	if _, err := stalled.open("GET", "/v1/events", auth, true); err != nil {
+		t.Fatal(err)
+	}
+	stalled.answering(t, 10*time.Second)
+	for range 100 {
+		if _, err := stalled.open("GET", "/v1/openapi.json", nil, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The key's next stream: refused (429) while the stalled one holds
+	// the slot, opened once it is given back.
+	opens := func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		req := newRequest(t, rs.URL, "GET", "/v1/events", "", map[string]string{"Accept": "text/event-stream"}).WithContext(ctx)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("a second stream: %v", err)
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}
+	eventually(t, "the key opens a stream once its stalled one is closed", opens)
+	if !stalled.closedByServer(10 * time.Second) {
+		t.Error("the stalled connection is still open")
+	}
 }
 
 // notAccessLines returns the lines of log that are not access lines.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,13 +30,28 @@ import (
 // timeouts and limits) are the ones under test.
 
 // startHostileTarget runs the service with short timeouts, so that the tests
-// can watch them act within seconds.
+// can watch them act within seconds. In the run over HTTPS it serves
+// HTTPS, with HTTP/2, under the certificate http.DefaultClient trusts
+// there.
 func startHostileTarget(t *testing.T, extraArgs ...string) *runningService {
+	t.Helper()
+	return startHostileTargetWith(t, nil, extraArgs...)
+}
+
+// startHostileTargetWith is startHostileTarget with more variables in the
+// service's environment, or other values for its own.
+func startHostileTargetWith(t *testing.T, more map[string]string, extraArgs ...string) *runningService {
 	t.Helper()
 	env := map[string]string{
 		"PETSTORE_ADDR":     "127.0.0.1:0",
 		"PETSTORE_DB":       filepath.Join(t.TempDir(), "pets.db"),
 		"PETSTORE_API_KEYS": testKey,
+	}
+	maps.Copy(env, more)
+	if testTLS {
+		env["PETSTORE_TLS_CERT"], env["PETSTORE_TLS_KEY"] = testTLSFiles.cert, testTLSFiles.key
+	} else if testBackend == "" {
+		rerunOverTLS(t)
 	}
 	return startRun(t, env, append([]string{"-read-header-timeout", "1s", "-write-timeout", "2s", "-read-timeout", "5s"}, extraArgs...)...)
 }
@@ -66,6 +82,10 @@ func waitClosed(t *testing.T, conn net.Conn, within time.Duration) []byte {
 func TestABodyThatNeverEndsIsCutOffAt1MiB(t *testing.T) {
 	t.Parallel()
 	rs := startHostileTarget(t)
+	if testTLS {
+		bodyNeverEndsOverHTTP2(t, rs)
+		return
+	}
 	conn := dialService(t, rs.URL)
 	fmt.Fprintf(conn, "POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", testKey)
 
@@ -110,7 +130,7 @@ func TestABodyThatNeverEndsIsCutOffAt1MiB(t *testing.T) {
 // TestHeadersSentOneByteASecondAreDropped sends a request's headers one byte
 // a second (a slowloris): the header timeout drops the connection while they
 // are still arriving. No clock is compared, so a slow machine cannot fail
-// it: the read and write timeouts are set to an hour, so the header timeout
+// it: the read, write and idle timeouts are set to an hour, so the header timeout
 // (1 s) is the only one that can drop a request still sending its headers;
 // the trickle would end after more than a minute, and a server that waited
 // for it would answer 200 (the header timeout answers 400 as it closes);
@@ -118,7 +138,11 @@ func TestABodyThatNeverEndsIsCutOffAt1MiB(t *testing.T) {
 // connection were refused for another reason.
 func TestHeadersSentOneByteASecondAreDropped(t *testing.T) {
 	t.Parallel()
-	rs := startHostileTarget(t, "-read-timeout", "1h", "-write-timeout", "1h") // -read-header-timeout 1s
+	rs := startHostileTarget(t, "-read-timeout", "1h", "-write-timeout", "1h", "-idle-timeout", "1h") // -read-header-timeout 1s
+	if testTLS {
+		headersTrickledOverHTTP2(t, rs)
+		return
+	}
 	conn := dialService(t, rs.URL)
 	request := "GET /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer " + testKey + "\r\n\r\n"
 	go func() {
@@ -148,6 +172,10 @@ func TestFiveThousandIdleKeepAliveConnections(t *testing.T) {
 		t.Skipf("the open-file limit is %d; this test needs %d (raise it with ulimit -n)", lim.Cur, 2*conns+1000)
 	}
 	rs := startHostileTarget(t, "-max-conns", "6000")
+	if testTLS {
+		idleConnectionsOverHTTP2(t, rs)
+		return
+	}
 	idle := make([]net.Conn, conns)
 	t.Cleanup(func() {
 		for _, c := range idle {
@@ -358,9 +386,13 @@ func TestAClientThatHangsUpIsNotAServerError(t *testing.T) {
 
 	t.Run("it hangs up halfway through its body", func(t *testing.T) {
 		ts := newTestServer(t)
-		conn := dialService(t, ts.URL)
-		fmt.Fprintf(conn, "POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":\"Half", testKey)
-		conn.Close()
+		if testTLS {
+			hangUpHalfwayOverHTTP2(t, ts.URL)
+		} else {
+			conn := dialService(t, ts.URL)
+			fmt.Fprintf(conn, "POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":\"Half", testKey)
+			conn.Close()
+		}
 		var access logRecord
 		eventually(t, "the service logs the request", func() bool {
 			recs := ts.Log.find(t, "INFO", "request")
@@ -416,8 +448,7 @@ func TestRequestBodiesShareAMemoryBudget(t *testing.T) {
 	}
 
 	t.Run("memory is taken for the bytes sent, not the bytes announced", func(t *testing.T) {
-		conn := dialService(t, ts.URL)
-		fmt.Fprintf(conn, "POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"name\":", testKey, maxBodyBytes)
+		conn := holdBodies(t, ts.URL, 1, []byte(`{"name":`))[0]
 		eventually(t, "the announced body is being read", func() bool { return held() > 0 })
 		if got := held(); got != firstBodyRead {
 			t.Errorf("a body announced as 1 MiB, of which 8 bytes came, holds %v bytes of the budget; want %d", got, firstBodyRead)
@@ -450,6 +481,76 @@ func TestRequestBodiesShareAMemoryBudget(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestOneKeyCannotTakeTheWholeBodyBudget: a key whose requests announce
+// bodies of 1 MiB and send part of each, more of them than the budget of
+// request bodies holds (over HTTP/2, 2,250 streams of 9 connections, the
+// most Go's server lets them carry, sending 2 KiB each; over HTTP/1.1, 600
+// connections sending 60 KiB each), holds at most its share of the budget
+// (a quarter of it), and a create by another key goes through. Before the
+// share, over HTTP/2 each such body held 16 KiB and the 2,250 held all
+// 32 MiB, and every other client's create got 503 until they timed out.
+func TestOneKeyCannotTakeTheWholeBodyBudget(t *testing.T) {
+	t.Parallel()
+	const other = "other-key-0123456789"
+	rs := startHostileTargetWith(t, map[string]string{"PETSTORE_API_KEYS": testKey + "," + other}, "-read-timeout", "1m")
+	held := func() float64 {
+		return metricValue(t, doRequest(t, rs.URL, "GET", "/metrics", "", nil).Body, "petstore_request_body_bytes", map[string]string{})
+	}
+	bodies, sent := 2250, 2<<10
+	if !testTLS {
+		bodies, sent = 600, 60<<10
+	}
+	holdBodies(t, rs.URL, bodies, []byte(`{"name":"`+strings.Repeat("x", sent-9)))
+	share := float64(keyShare(defaultMaxBodyMemory))
+	eventually(t, "the key's bodies hold most of its share", func() bool { return held() >= 0.9*share })
+	if got := held(); got > share {
+		t.Errorf("%d bodies of one key hold %v bytes of the budget, more than its share of %v", bodies, got, share)
+	}
+	big := `{"name":"Other","categoryId":1}` + strings.Repeat(" ", 900_000)
+	if res := doRequest(t, rs.URL, "POST", "/v1/pets", big, map[string]string{"Authorization": "Bearer " + other}); res.Status != http.StatusCreated {
+		t.Errorf("another key's create of 900 KB beside them: status %d, body %s", res.Status, res.Body)
+	}
+	res := doRequest(t, rs.URL, "POST", "/v1/pets", big, nil)
+	wantError(t, res, http.StatusServiceUnavailable, codeUnavailable, "retry")
+}
+
+// holdBodies starts n creates with the test key, each announcing a body of
+// 1 MiB and sending part of it, and leaves them waiting for the rest: over
+// HTTP/2 as streams of as few connections as the server allows, over
+// HTTP/1.1 each on a connection of its own. It returns the connections.
+func holdBodies(t *testing.T, url string, n int, part []byte) []io.Closer {
+	t.Helper()
+	var conns []io.Closer
+	if !testTLS {
+		head := fmt.Sprintf("POST /v1/pets HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", testKey, maxBodyBytes)
+		for range n {
+			conn := dialService(t, url)
+			if _, err := conn.Write(append([]byte(head), part...)); err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, conn)
+		}
+		return conns
+	}
+	header := map[string]string{"authorization": "Bearer " + testKey, "content-type": "application/json", "content-length": strconv.Itoa(maxBodyBytes)}
+	for opened := 0; opened < n; {
+		c := dialH2(t, url, &net.Dialer{}, 1<<20)
+		c.readInBackground(time.Minute)
+		for i := 0; i < 250 && opened < n; i++ {
+			id, err := c.open("POST", "/v1/pets", header, false)
+			if err == nil {
+				err = c.data(id, part, false)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			opened++
+		}
+		conns = append(conns, c.conn)
+	}
+	return conns
 }
 
 // bodyMemoryCeiling is the peak resident memory docs/api.md promises with 500
@@ -567,11 +668,18 @@ func TestIdleConnectionsMakeRoomForAFreshClient(t *testing.T) {
 	rs := startHostileTarget(t, "-max-conns", strconv.Itoa(maxConns))
 	// A create in progress: its connection is never closed to make room.
 	slow, bodyW := startSlowCreate(t, rs.URL)
-	idle := openIdle(t, rs.URL, testKey, maxConns-1, false)
+	var closedCount func() int
+	if testTLS {
+		closedCount = makeRoomOverHTTP2(t, rs.URL, maxConns-1)
+	} else {
+		closedCount = makeRoomOverHTTP1(t, rs.URL, maxConns-1)
+	}
 
 	// The cap is reached: a fresh client is served all the same, some
 	// idle connection making room for it.
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	fresh := testTransport()
+	fresh.DisableKeepAlives = true
+	client := &http.Client{Timeout: 10 * time.Second, Transport: fresh}
 	res, err := client.Do(newRequest(t, rs.URL, "GET", "/metrics", "", nil))
 	if err != nil {
 		t.Fatalf("a fresh client with the cap reached: %v", err)
@@ -591,21 +699,32 @@ func TestIdleConnectionsMakeRoomForAFreshClient(t *testing.T) {
 	}
 	// Exactly as many idle connections were closed as were shed; each of
 	// the others still serves its client.
-	closed := 0
-	for i, c := range idle {
-		io.WriteString(c, "GET /v1/pets?limit=1 HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer "+testKey+"\r\n\r\n")
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		switch {
-		case err == nil && res.StatusCode == http.StatusOK:
-		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
-			closed++
-		default:
-			t.Errorf("idle connection %d: %v", i, err)
-		}
-	}
-	if float64(closed) != shed {
+	if closed := closedCount(); float64(closed) != shed {
 		t.Errorf("%d idle connections were closed, and %v shed", closed, shed)
+	}
+}
+
+// makeRoomOverHTTP1 is the idle connections' part of
+// TestIdleConnectionsMakeRoomForAFreshClient: n connections that have made
+// one request each, and a way to count, afterwards, those the service
+// closed.
+func makeRoomOverHTTP1(t *testing.T, url string, n int) (closedCount func() int) {
+	idle := openIdle(t, url, testKey, n, false)
+	return func() int {
+		closed := 0
+		for i, c := range idle {
+			io.WriteString(c, "GET /v1/pets?limit=1 HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer "+testKey+"\r\n\r\n")
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			switch {
+			case err == nil && res.StatusCode == http.StatusOK:
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+				closed++
+			default:
+				t.Errorf("idle connection %d: %v", i, err)
+			}
+		}
+		return closed
 	}
 }
 

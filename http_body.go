@@ -2,13 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
 )
 
@@ -64,24 +66,32 @@ func readJSONBody(w http.ResponseWriter, r *http.Request, also ...string) ([]byt
 		return nil, errorf(codePayloadTooLarge, "the request body is larger than the limit of %d bytes (1 MiB)", maxBodyBytes)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
 		return nil, errClientGone
+	case r.ProtoMajor == 2 && !errors.Is(err, os.ErrDeadlineExceeded):
+		// HTTP/2 ends a body early, but for the read timeout, only when
+		// its stream ends: the client reset it, or its connection is gone
+		// (net/http closes the body before it ends the request's context).
+		return nil, errClientGone
 	}
 	return nil, errorf(codeInvalidBody, "the request body could not be read completely")
 }
 
-// firstBodyRead is the buffer a body of unknown length starts with.
-const firstBodyRead = 16 << 10
+// firstBodyRead is the most a body's first buffer holds: all the memory a
+// request takes before its first byte has come, so that a client that
+// announces bodies and sends nothing holds next to nothing (over HTTP/2,
+// 250 such streams a connection).
+const firstBodyRead = 1 << 10
 
 // readBody reads a body of length bytes (-1: unknown) from body as it
-// arrives, into a buffer that grows fourfold when full (16 KiB, 64 KiB,
-// 256 KiB, 1 MiB), up to length or else to maxBodyBytes, taking each new
-// buffer's size from lease before it is allocated. Memory is taken only for
-// bytes a client actually sends, within four times: announcing 1 MiB and
-// sending nothing holds 16 KiB at most. Growing fourfold rather than
-// twofold leaves a third of the garbage behind a body of 1 MiB (336 KiB
-// rather than 1 MiB), which the collector otherwise let pile up under many
-// bodies at once: with 500 clients sending most of 1 MiB each, the peak
-// resident memory fell from 106-116 MiB to 94-104 MiB. It returns
-// errBodyBudget when the budget has no room.
+// arrives, into a buffer that starts at firstBodyRead (or length, when
+// smaller) and grows fourfold when full (4 KiB, 16 KiB, ... 1 MiB), up to
+// length or else to maxBodyBytes, taking each new buffer's size from lease
+// before it is allocated. Memory is taken only for bytes a client actually
+// sends, within four times: announcing 1 MiB and sending nothing holds
+// 1 KiB. Growing fourfold rather than twofold leaves a third of the garbage
+// behind a body of 1 MiB, which the collector otherwise let pile up under
+// many bodies at once: with 500 clients sending most of 1 MiB each, the
+// peak resident memory fell from 106-116 MiB to 94-104 MiB. It returns
+// errBodyBudget when the budget, or the key's share of it, has no room.
 func readBody(body io.Reader, length int64, lease *bodyLease) ([]byte, error) {
 	limit := int64(maxBodyBytes)
 	if length >= 0 {
@@ -144,56 +154,87 @@ var errBodyBudget = errors.New("the body budget is spent")
 // at once, over all requests: without it, 500 connections each sending most
 // of a 1 MiB body took 1 GB. A request that would take it past its bound is
 // answered 503 with Retry-After. Only requests that passed the key check read
-// a body, so only a caller with a key can spend the budget.
+// a body, so only a caller with a key can spend the budget, and one key may
+// hold no more than its share (see keyShare): over HTTP/2 a few connections
+// carry thousands of bodies at once, and one key could otherwise take the
+// whole budget and starve every other.
 type bodyBudget struct {
-	max  int64
-	used atomic.Int64
+	max, keyShare int64
+
+	mu    sync.Mutex
+	used  int64
+	byKey map[[sha256.Size]byte]int64 // what each key's requests hold, for those holding any
 }
 
 // newBodyBudget returns a budget of max bytes; 0 means no bound.
-func newBodyBudget(max int64) *bodyBudget { return &bodyBudget{max: max} }
+func newBodyBudget(max int64) *bodyBudget {
+	return &bodyBudget{max: max, keyShare: keyShare(max), byKey: map[[sha256.Size]byte]int64{}}
+}
+
+// keyShare is the most of a budget of that many bytes that the requests of one key
+// may hold at once: a quarter (8 MiB of the default 32 MiB), and never less
+// than two bodies of the largest size, so that a key can always send one.
+func keyShare(budget int64) int64 { return min(budget, max(budget/4, 2*maxBodyBytes)) }
+
+// held is the bytes held now, by all requests together.
+func (b *bodyBudget) held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
 
 // bodyLease is one request's share of the budget: what it took, given back
 // whole when the request ends.
 type bodyLease struct {
 	budget *bodyBudget
+	key    [sha256.Size]byte // the request's key, whose share it takes from
 	held   int64
 }
 
-// take reserves n more bytes, or reports that the budget has no room.
+// take reserves n more bytes, or reports that the budget, or the key's
+// share of it, has no room.
 func (l *bodyLease) take(n int64) bool {
 	if l == nil || l.budget.max == 0 {
 		return true
 	}
 	b := l.budget
-	for {
-		used := b.used.Load()
-		if used+n > b.max {
-			return false
-		}
-		if b.used.CompareAndSwap(used, used+n) {
-			l.held += n
-			return true
-		}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.max || b.byKey[l.key]+n > b.keyShare {
+		return false
 	}
+	b.used += n
+	b.byKey[l.key] += n
+	l.held += n
+	return true
 }
 
 // give returns n of the bytes taken.
 func (l *bodyLease) give(n int64) {
-	if l == nil || l.budget.max == 0 {
+	if l == nil || l.budget.max == 0 || n == 0 {
 		return
 	}
+	b := l.budget
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	l.held -= n
-	l.budget.used.Add(-n)
+	b.used -= n
+	if b.byKey[l.key] -= n; b.byKey[l.key] <= 0 {
+		delete(b.byKey, l.key)
+	}
 }
 
 // bodyLeaseKey is the context key of a request's *bodyLease.
 type bodyLeaseKey struct{}
 
-// bodyLeaseFrom returns the request's lease, nil (no bound) outside
-// budgetBodies.
+// bodyLeaseFrom returns the request's lease, taking from the share of the
+// request's key (requireKey has run by the time a body is read), nil (no
+// bound) outside budgetBodies.
 func bodyLeaseFrom(ctx context.Context) *bodyLease {
 	l, _ := ctx.Value(bodyLeaseKey{}).(*bodyLease)
+	if l != nil && l.held == 0 {
+		l.key, _ = keyIdentity(ctx)
+	}
 	return l
 }
 

@@ -122,7 +122,7 @@ func (m *metrics) watchBodyBudget(b *bodyBudget) {
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "petstore_request_body_bytes",
 		Help: "Bytes of request bodies held in memory now, by all requests together (bounded by -max-body-memory).",
-	}, func() float64 { return float64(b.used.Load()) }))
+	}, func() float64 { return float64(b.held()) }))
 }
 
 // watchConns reports the open connections and those closed to make room for

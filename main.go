@@ -334,6 +334,7 @@ func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metr
 			MaxHeaderBytes:    cfg.maxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ConnState:         conns.connState,
+			HTTP2:             http2Bounds(cfg),
 		}
 	}
 	srvs := servers{api: newHTTPServer(newServer(log, keys, st, m, events, time.Now, cfg.limits))}
@@ -352,6 +353,33 @@ func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metr
 		go func() { serveErr <- srvs.plain.Serve(conns.listener(lns.plain)) }()
 	}
 	return srvs, serveErr
+}
+
+// http2Bounds holds HTTP/2 connections to the bounds HTTP/1.1 ones have.
+// Go's HTTP/2 server clears the connection's write deadline and applies
+// -write-timeout to each stream alone, by a reset queued behind the write
+// in progress: a client that stops reading held its connection, busy and
+// so never shed under the connection cap, with every stream's goroutine,
+// for ever. WriteByteTimeout closes a connection on which no byte could be
+// written for -write-timeout, as HTTP/1.1's deadline does. And where
+// HTTP/1.1 drops a request whose headers take longer than
+// -read-header-timeout, HTTP/2 has no such bound before a stream opens: a
+// connection from which no whole frame has come for that long is pinged,
+// and closed when the ping gets no answer within as long again. A client
+// that trickles a HEADERS frame a byte at a time, and a peer that vanished
+// without a word (a VM gone, a cable cut) while its event stream was open,
+// are let go of within twice the header timeout; a live client answers
+// the ping without knowing.
+func http2Bounds(cfg config) *http.HTTP2Config {
+	headerTimeout := cfg.readHeaderTimeout
+	if headerTimeout == 0 {
+		headerTimeout = cfg.readTimeout // as net/http does for HTTP/1.1
+	}
+	return &http.HTTP2Config{
+		WriteByteTimeout: cfg.writeTimeout,
+		SendPingTimeout:  headerTimeout,
+		PingTimeout:      headerTimeout,
+	}
 }
 
 // announce logs the start and prints the launch contract: the first line
