@@ -347,6 +347,126 @@ func TestOwnCertificateIsReloadedOnSIGHUP(t *testing.T) {
 	}
 }
 
+// TestATLSFileThatHangsOrNeverEndsHoldsNeitherTheKeysNorTheStop: the real
+// binary, sent SIGHUP once a file of its pair was replaced by a FIFO (which
+// a blocking open waits on for ever) or by a link to /dev/zero (which a read
+// to the end fills memory with), refuses it at once with an ERROR naming
+// the setting, keeps the pair in force, reloads the keys of the same SIGHUP
+// (a key removed from the key file is refused from then on), does not grow,
+// and stops promptly on SIGTERM.
+func TestATLSFileThatHangsOrNeverEndsHoldsNeitherTheKeysNorTheStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	for _, tt := range []struct {
+		name, setting, kind string
+		replace             func(t *testing.T, c testCert)
+	}{
+		{"a FIFO as -tls-key", "-tls-key (PETSTORE_TLS_KEY)", "named pipe (FIFO)", func(t *testing.T, c testCert) { replaceByFIFO(t, c.keyFile) }},
+		{"a link to /dev/zero as -tls-cert", "-tls-cert (PETSTORE_TLS_CERT)", "device", func(t *testing.T, c testCert) { replaceByLink(t, c.certFile, "/dev/zero") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
+			const revoked = "revoked-key-0123456789"
+			keyFile := filepath.Join(dir, "keys")
+			writeFile(t, keyFile, testKey+" shop\n"+revoked+" gone\n")
+			p := startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+filepath.Join(dir, "pets.db"), "PETSTORE_API_KEYS_FILE="+keyFile,
+				"PETSTORE_TLS_CERT="+c.certFile, "PETSTORE_TLS_KEY="+c.keyFile, "PETSTORE_LOG_FORMAT=json")
+			client := httpsClient(c.pool, 0, true)
+			status := func(key string) int {
+				res, err := client.Do(newRequest(t, p.URL, "GET", "/v1/pets", "", bearer(key)))
+				if err != nil {
+					t.Fatalf("GET /v1/pets: %v", err)
+				}
+				return readResponse(t, res).Status
+			}
+			if got := status(revoked); got != http.StatusOK {
+				t.Fatalf("the key before its removal: status %d, want 200", got)
+			}
+			before := peakRSS(t, p.Cmd.Process.Pid)
+
+			tt.replace(t, c)
+			writeFile(t, keyFile+".new", testKey+" shop\n")
+			replace(t, keyFile+".new", keyFile)
+			if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			// Polled with the memory, so that a read without end fails the
+			// test within 64 MiB rather than filling the machine.
+			const notReloaded = "TLS certificate not reloaded; the previous one stays in force"
+			var grew int64
+			reloaded := waitUntil(10*time.Second, 20*time.Millisecond, func() bool {
+				if grew = peakRSS(t, p.Cmd.Process.Pid) - before; grew > 64<<20 {
+					t.Fatalf("the peak RSS grew by %d MiB after SIGHUP", grew>>20)
+				}
+				return status(revoked) == http.StatusUnauthorized && len(p.Stderr.find(t, "ERROR", notReloaded)) > 0
+			})
+			// Whatever failed, the process is still stopped below: a held
+			// reload must not hold the stop.
+			if !reloaded && status(revoked) != http.StatusUnauthorized {
+				t.Errorf("10 s after SIGHUP, the key removed from the key file is still accepted")
+			}
+			t.Logf("the peak RSS grew by %d KiB", grew>>10)
+			if refused := p.Stderr.find(t, "ERROR", notReloaded); len(refused) == 0 {
+				t.Errorf("no ERROR %q", notReloaded)
+			} else if err := refused[0].field("err"); !strings.Contains(err, tt.setting) || !strings.Contains(err, "not a regular file (its type is "+tt.kind+")") {
+				t.Errorf("the refused reload says %q, want it to name %s and say it is a %s", err, tt.setting, tt.kind)
+			}
+			if got := status(testKey); got != http.StatusOK {
+				t.Errorf("the key kept: status %d, want 200", got)
+			}
+			if got := servedSerial(t, p.URL, c.pool); got != c.serial {
+				t.Errorf("the served serial is %s, want the pair in force, %s", got, c.serial)
+			}
+			stopsPromptly(t, p)
+		})
+	}
+}
+
+// replaceByFIFO puts a FIFO in the place of the file at path.
+func replaceByFIFO(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replaceByLink puts a symbolic link to target in the place of the file at
+// path.
+func replaceByLink(t *testing.T, path, target string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stopsPromptly sends SIGTERM to p and fails the test unless it exits, with
+// status 0, within 15 s.
+func stopsPromptly(t *testing.T, p *process) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("after SIGTERM the process exited with %v, want 0", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the process still runs 15 s after SIGTERM")
+	}
+}
+
 // mustRead reads the file at path.
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()

@@ -405,12 +405,14 @@ func isLoopback(addr net.Addr) bool {
 // goroutine of its own, at each value sent on the channel it returns, until
 // the channel is closed. Reloads run apart from the loop that waits for
 // signals: a key file on a hung network file system must not keep it from
-// draining on SIGTERM.
+// draining on SIGTERM. The certificate is only asked for (its files are
+// read in a goroutine of their own), so that nothing in them can delay the
+// keys', which may revoke a key.
 func reloadOnSignal(log *slog.Logger, keys keyring, certs *certificates) chan<- struct{} {
 	reloads := make(chan struct{}, 1)
 	go func() {
 		for range reloads {
-			certs.reload(log)
+			certs.reload()
 			if err := keys.reload(); err != nil {
 				log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
 				continue
