@@ -190,8 +190,12 @@ type ownCertificate struct {
 	requests          chan string   // reloads asked for (SIGHUP), and why
 
 	// Read and written by reload alone, so by keepFresh's goroutine once
-	// the pair is loaded.
-	stamp [2]fileStamp
+	// the pair is loaded: the stamps of the files of the pair in force, and
+	// of those last refused (nil when the last reload was not), which are
+	// not read again until they change, so that a pair refused is logged
+	// once, not at every look.
+	stamp   [2]fileStamp
+	refused *[2]fileStamp
 }
 
 // fileStamp is what tells a file changed: its size, modification time and
@@ -245,36 +249,50 @@ func readPEMFile(setting, path string) ([]byte, os.FileMode, error) {
 // fault, and keeps the pair in force, when it is not.
 func (o *ownCertificate) reload() error {
 	stamp := [2]fileStamp{stampOf(o.certFile), stampOf(o.keyFile)}
+	cert, keyMode, err := o.read()
+	if err != nil {
+		o.refused = &stamp
+		return err
+	}
+	o.current.Store(cert)
+	o.keyMode.Store(uint32(keyMode))
+	o.stamp, o.refused = stamp, nil
+	return nil
+}
+
+// read reads and checks the pair, and returns it with the mode of its key
+// file; its errors are those of reload.
+func (o *ownCertificate) read() (*tls.Certificate, os.FileMode, error) {
 	certPEM, _, err := readPEMFile("tls-cert", o.certFile)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	keyPEM, keyMode, err := readPEMFile("tls-key", o.keyFile)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	if b, _ := pem.Decode(certPEM); b == nil || b.Type != "CERTIFICATE" {
-		return &configError{settingName("tls-cert"), fmt.Sprintf("%s holds no PEM certificate", o.certFile)}
+		return nil, 0, &configError{settingName("tls-cert"), fmt.Sprintf("%s holds no PEM certificate", o.certFile)}
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		// crypto/tls's message names neither file, and never the key's
 		// content.
-		return &configError{settingName("tls-key"), fmt.Sprintf("%s and %s are not a certificate and its private key: %v", o.certFile, o.keyFile, err)}
+		return nil, 0, &configError{settingName("tls-key"), fmt.Sprintf("%s and %s are not a certificate and its private key: %v", o.certFile, o.keyFile, err)}
 	}
 	if now := time.Now(); !now.Before(cert.Leaf.NotAfter) {
-		return &configError{settingName("tls-cert"), fmt.Sprintf("the certificate of %s expired at %s", o.certFile, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))}
+		return nil, 0, &configError{settingName("tls-cert"), fmt.Sprintf("the certificate of %s expired at %s", o.certFile, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))}
 	}
-	o.current.Store(&cert)
-	o.keyMode.Store(uint32(keyMode))
-	o.stamp = stamp
-	return nil
+	return &cert, keyMode, nil
 }
 
 // changed reports whether either file changed since the pair in force was
-// read.
+// read, and since the pair last refused was: a pair refused is read again
+// (and its refusal logged again) only once its files change again, or on
+// request.
 func (o *ownCertificate) changed() bool {
-	return [2]fileStamp{stampOf(o.certFile), stampOf(o.keyFile)} != o.stamp
+	now := [2]fileStamp{stampOf(o.certFile), stampOf(o.keyFile)}
+	return now != o.stamp && (o.refused == nil || now != *o.refused)
 }
 
 // getCertificate is the TLS config's: the pair in force.
@@ -309,7 +327,8 @@ const certWatchInterval = 2 * time.Second
 
 // keepFresh reloads the pair when asked (requestReload), and when its files
 // changed at a look (each value of looks), until ctx is done. A pair caught
-// half-written is refused and read again at the next change or request.
+// half-written, or otherwise refused, is logged once and read again at the
+// next change or request.
 func (o *ownCertificate) keepFresh(ctx context.Context, log *slog.Logger, looks <-chan time.Time) {
 	for {
 		select {
@@ -318,10 +337,15 @@ func (o *ownCertificate) keepFresh(ctx context.Context, log *slog.Logger, looks 
 		case why := <-o.requests:
 			o.reloadLogged(log, why)
 		case <-looks:
-			if o.changed() {
-				o.reloadLogged(log, "the files changed")
-			}
+			o.look(log)
 		}
+	}
+}
+
+// look reloads the pair when its files changed (see changed).
+func (o *ownCertificate) look(log *slog.Logger) {
+	if o.changed() {
+		o.reloadLogged(log, "the files changed")
 	}
 }
 

@@ -347,6 +347,50 @@ func TestOwnCertificateIsReloadedOnSIGHUP(t *testing.T) {
 	}
 }
 
+// TestARefusedPairIsLoggedOncePerChange: the watcher logs one ERROR for a
+// pair it refused (a broken certificate, then a dangling link), however
+// often it looks at the files unchanged (every 2 s in the service), and
+// logs again only once they change again.
+func TestARefusedPairIsLoggedOncePerChange(t *testing.T) {
+	dir := t.TempDir()
+	c := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
+	o, err := loadOwnCertificate(c.certFile, c.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &syncBuffer{}
+	look := func(n int) {
+		for range n {
+			o.look(slogTo(log))
+		}
+	}
+	count := func(level, msg string) int { return len(log.find(t, level, msg)) }
+	const refused, reloaded = "TLS certificate not reloaded; the previous one stays in force", "TLS certificate reloaded"
+
+	writeFile(t, c.certFile+".tmp", "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
+	replace(t, c.certFile+".tmp", c.certFile)
+	look(5)
+	if got := count("ERROR", refused); got != 1 {
+		t.Errorf("a broken certificate looked at 5 times: %d ERRORs, want 1", got)
+	}
+	replaceByLink(t, c.certFile, filepath.Join(dir, "gone.crt"))
+	look(5)
+	if got := count("ERROR", refused); got != 2 {
+		t.Errorf("a dangling link in its place, looked at 5 times: %d ERRORs in all, want 2", got)
+	}
+	next := makeCert(t, t.TempDir(), "next", time.Now().Add(48*time.Hour))
+	os.Remove(c.certFile)
+	replace(t, next.keyFile, c.keyFile)
+	replace(t, next.certFile, c.certFile)
+	look(5)
+	if got := [2]int{count("ERROR", refused), count("INFO", reloaded)}; got != [2]int{2, 1} {
+		t.Errorf("a good pair in place: %d ERRORs and %d reloads, want 2 and 1", got[0], got[1])
+	}
+	if got := o.current.Load().Leaf.SerialNumber.Text(16); got != next.serial {
+		t.Errorf("the pair in force has the serial %s, want the good pair's, %s", got, next.serial)
+	}
+}
+
 // TestATLSFileThatHangsOrNeverEndsHoldsNeitherTheKeysNorTheStop: the real
 // binary, sent SIGHUP once a file of its pair was replaced by a FIFO (which
 // a blocking open waits on for ever) or by a link to /dev/zero (which a read
