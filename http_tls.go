@@ -309,6 +309,18 @@ func (o *ownCertificate) reloadLogged(log *slog.Logger, why string) {
 	}
 	leaf := o.current.Load().Leaf
 	log.Info("TLS certificate reloaded", "why", why, "file", o.certFile, "serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter.UTC())
+	o.warnOpenKey(log)
+}
+
+// warnOpenKey logs a WARN when the key file of the pair in force (the file
+// itself, through any link) gives its group or other users any access:
+// whoever reads it can pose as the shop. A warning, as for the database,
+// not a refusal: a directory above may keep them out.
+func (o *ownCertificate) warnOpenKey(log *slog.Logger) {
+	if perm := os.FileMode(o.keyMode.Load()).Perm(); perm&0o077 != 0 {
+		log.Warn("the TLS private key file can be read or changed by other users than its owner, and whoever reads it can pose as this service: chmod 600 it",
+			"setting", settingName("tls-key"), "file", o.keyFile, "mode", fmt.Sprintf("%04o", perm))
+	}
 }
 
 // requestReload asks keepFresh for a reload, without waiting for it: a
@@ -452,6 +464,7 @@ type certificates struct {
 func certificatesOf(t tlsSettings, log *slog.Logger, st *store, https, plain net.Addr) *certificates {
 	switch {
 	case t.own != nil:
+		t.own.warnOpenKey(log)
 		return &certificates{own: t.own, tls: serverTLSConfig(&tls.Config{GetCertificate: t.own.getCertificate})}
 	case t.domains != "":
 		acme := newACMECertificates(t, acmeOptions{https: https, plain: plain, renewCheck: t.acmeRenewCheck}, log, st)

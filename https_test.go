@@ -326,6 +326,54 @@ func TestOwnCertificateIsReloaded(t *testing.T) {
 	}
 }
 
+// TestAnOpenTLSKeyIsWarnedAbout: a key file whose mode gives its group or
+// other users access is warned about at start and at each reload that
+// serves one, in a WARN naming the setting, the file and its mode; a key
+// file of mode 0600 is not.
+func TestAnOpenTLSKeyIsWarnedAbout(t *testing.T) {
+	dir := t.TempDir()
+	first := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
+	chmod(t, first.keyFile, 0o644)
+	rs, _ := startHTTPS(t, first, nil)
+	const open = "the TLS private key file can be read or changed by other users than its owner, and whoever reads it can pose as this service: chmod 600 it"
+	warned := func() []string {
+		var modes []string
+		for _, r := range rs.Stderr.find(t, "WARN", open) {
+			if r.field("setting") != "-tls-key (PETSTORE_TLS_KEY)" || r.field("file") != first.keyFile {
+				t.Errorf("the WARN names %s and %s, want -tls-key (PETSTORE_TLS_KEY) and %s", r.field("setting"), r.field("file"), first.keyFile)
+			}
+			modes = append(modes, r.field("mode"))
+		}
+		return modes
+	}
+	reloads := 0
+	for _, tt := range []struct {
+		mode os.FileMode
+		want []string
+	}{
+		{0o600, []string{"0644"}},
+		{0o640, []string{"0644", "0640"}},
+	} {
+		next := makeCert(t, t.TempDir(), "next", time.Now().Add(48*time.Hour))
+		chmod(t, next.keyFile, tt.mode)
+		replace(t, next.keyFile, first.keyFile)
+		replace(t, next.certFile, first.certFile)
+		reloads++
+		eventually(t, "the replaced pair is reloaded", func() bool { return len(rs.Stderr.find(t, "INFO", "TLS certificate reloaded")) == reloads })
+		if diff := cmp.Diff(tt.want, warned()); diff != "" {
+			t.Errorf("after a reload of a key of mode %04o, the WARNs' modes mismatch (-want +got):\n%s", tt.mode, diff)
+		}
+	}
+}
+
+// chmod sets the mode of the file at path.
+func chmod(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestOwnCertificateIsReloadedOnSIGHUP: the real binary, sent SIGHUP after
 // its files were replaced, serves the new pair and says it reloaded it on
 // the signal.
