@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -65,6 +66,7 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "readable-secret"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	held := heldDatabase(t, filepath.Join(dir, "held.db"))
 	writeFile(t, filepath.Join(dir, "bad-seed.json"), `[{"name":"Rex","categoryId":1},{"name":"NoCategory"}]`)
 	writeFile(t, filepath.Join(dir, "not-json.json"), `{"name":`)
 
@@ -86,6 +88,7 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"a database path with '?'", nil, []string{"-db", filepath.Join(dir, "x?.db")}, "-db (PETSTORE_DB)", "'?'"},
 		{"an empty database path", nil, []string{"-db", ""}, "-db (PETSTORE_DB)", "empty"},
 		{"a database file that is not SQLite", nil, []string{"-db", aFile}, "-db (PETSTORE_DB)", "not a database"},
+		{"a database file another process serves", map[string]string{"PETSTORE_DB": held}, nil, "-db (PETSTORE_DB)", fmt.Sprintf("%s is served by process %d", held, os.Getpid())},
 		{"a missing key file", nil, []string{"-api-keys-file", filepath.Join(dir, "nope")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "cannot read"},
 		{"a key file that is a directory", map[string]string{"PETSTORE_API_KEYS_FILE": dir}, nil, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "key file"},
 		{"a key file with a bad line", nil, []string{"-api-keys-file", filepath.Join(dir, "bad-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "line 1"},
@@ -160,6 +163,18 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldDatabase holds the lock of the database at path until the test ends,
+// as another process serving it would, and returns path.
+func heldDatabase(t *testing.T, path string) string {
+	t.Helper()
+	lock, err := lockDatabase(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lock.release)
+	return path
 }
 
 // TestBadConfigurationExitsWithCode2BeforeListening: the real binary, given a

@@ -101,10 +101,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 // serve runs the HTTP service until ctx is cancelled, reloading the keys on
 // every signal from hup. It is its steps, in order, each named; what a step
 // starts is stopped by serve's deferred calls, last first: the listeners
-// close with the drain, the background work stops and is waited for, and
-// the store closes last.
+// close with the drain, the background work stops and is waited for, the
+// store closes, and the database's lock (see lockDatabase) is released
+// last.
 func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr io.Writer) error {
 	log := newLogger(cfg.logFormat, stderr)
+	// Before the store opens: a second process must not migrate the file,
+	// nor free the first one's webhook leases.
+	lock, err := lockDatabase(cfg.dbPath)
+	if err != nil {
+		return &configError{settingName("db"), err.Error()}
+	}
+	defer lock.release()
 	st, err := openStoreOf(ctx, &cfg, log)
 	if err != nil {
 		return err
