@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -263,8 +264,8 @@ func (kr keyring) reload() error {
 	return nil
 }
 
-// maxKeyFileLen bounds what is read of a key file: thousands of lines, far
-// more than a service has clients.
+// maxKeyFileLen bounds a key file: thousands of lines, far more than a
+// service has clients. A longer file is refused, not cut.
 const maxKeyFileLen = 1 << 20
 
 // readKeyFile reads and parses the key file at path. It opens only a regular
@@ -284,11 +285,54 @@ func readKeyFile(path string, secret []byte) ([]keyEntry, error) {
 	if err := checkPrivateFile(path, f, 0o022); err != nil {
 		return nil, fmt.Errorf("key file %s %w; refusing it, as whoever can change it can add a key", path, err)
 	}
-	entries, err := parseKeyFile(io.LimitReader(f, maxKeyFileLen), secret)
+	b, err := readBounded(f, maxKeyFileLen)
+	if errors.As(err, new(syscall.Errno)) {
+		return nil, fmt.Errorf("cannot read key file %s: %v", path, errors.Unwrap(err))
+	} else if err != nil {
+		return nil, fmt.Errorf("key file %s %w", path, err)
+	}
+	entries, err := parseKeyFile(bytes.NewReader(b), secret)
 	if err != nil {
 		return nil, fmt.Errorf("key file %s: %w", path, err)
 	}
 	return entries, nil
+}
+
+// readRegular reads the regular file at path whole, as the key file is read:
+// opened without blocking, refused unless regular (see openRegular), and
+// refused when longer than limit bytes (see readBounded). It returns the
+// mode of the file it read. An error wrapping a syscall.Errno is one of
+// reading; the others say what the file is, to follow its path.
+func readRegular(path string, limit int64) ([]byte, os.FileMode, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("cannot be read: %w", errors.Unwrap(err))
+	}
+	b, err := readBounded(f, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, fi.Mode(), nil
+}
+
+// readBounded reads f to its end, and refuses it when it holds more than
+// limit bytes: never more than limit+1 bytes are read, so a file that grows
+// as it is read, or a huge one, costs no more memory than a file of the
+// limit.
+func readBounded(f *os.File, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read: %w", errors.Unwrap(err))
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("is longer than %d bytes; refusing it", limit)
+	}
+	return b, nil
 }
 
 // openRegular opens path for reading without blocking (see readKeyFile) and

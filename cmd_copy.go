@@ -81,6 +81,14 @@ func listOf(items []string) string {
 // service opens them, so each is first brought to this binary's schema
 // version.
 func copyDatabase(ctx context.Context, src, dst string) ([]tableRows, error) {
+	// A SQLite file a service serves is not written under it (its memory
+	// would miss the rows), nor served while the copy writes it: the copy
+	// holds its lock. -from is read without one, live or not.
+	lock, err := lockDatabase(dst)
+	if err != nil {
+		return nil, &configError{"copy -to", err.Error()}
+	}
+	defer lock.release()
 	from, err := openStore(ctx, src, 0)
 	if err != nil {
 		return nil, &configError{"copy -from", err.Error()}

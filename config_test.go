@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,6 +66,7 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "readable-secret"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	held := heldDatabase(t, filepath.Join(dir, "held.db"))
 	writeFile(t, filepath.Join(dir, "bad-seed.json"), `[{"name":"Rex","categoryId":1},{"name":"NoCategory"}]`)
 	writeFile(t, filepath.Join(dir, "not-json.json"), `{"name":`)
 
@@ -85,6 +88,7 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"a database path with '?'", nil, []string{"-db", filepath.Join(dir, "x?.db")}, "-db (PETSTORE_DB)", "'?'"},
 		{"an empty database path", nil, []string{"-db", ""}, "-db (PETSTORE_DB)", "empty"},
 		{"a database file that is not SQLite", nil, []string{"-db", aFile}, "-db (PETSTORE_DB)", "not a database"},
+		{"a database file another process serves", map[string]string{"PETSTORE_DB": held}, nil, "-db (PETSTORE_DB)", fmt.Sprintf("%s is served by process %d", held, os.Getpid())},
 		{"a missing key file", nil, []string{"-api-keys-file", filepath.Join(dir, "nope")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "cannot read"},
 		{"a key file that is a directory", map[string]string{"PETSTORE_API_KEYS_FILE": dir}, nil, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "key file"},
 		{"a key file with a bad line", nil, []string{"-api-keys-file", filepath.Join(dir, "bad-keys")}, "-api-keys-file (PETSTORE_API_KEYS_FILE)", "line 1"},
@@ -161,21 +165,57 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	}
 }
 
+// heldDatabase holds the lock of the database at path until the test ends,
+// as another process serving it would, and returns path.
+func heldDatabase(t *testing.T, path string) string {
+	t.Helper()
+	lock, err := lockDatabase(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lock.release)
+	return path
+}
+
+// TestBadConfigurationExitsWithCode2BeforeListening: the real binary, given a
+// setting that cannot work, prints one line naming it and exits 2 without
+// listening; a TLS file that is a FIFO, a device or too long is such a
+// setting, refused at once.
 func TestBadConfigurationExitsWithCode2BeforeListening(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
-	missing := filepath.Join(t.TempDir(), "missing.crt")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.crt")
+	good := makeCert(t, dir, "good", time.Now().Add(24*time.Hour))
+	fifo := filepath.Join(dir, "fifo.key")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero.crt")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.crt")
+	writeFile(t, big, string(mustRead(t, good.certFile))+strings.Repeat("#", maxPEMFileLen))
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"-read-timeout", "-3s"}, "petstore: -read-timeout (PETSTORE_READ_TIMEOUT): -3s is negative; use 0 for no limit\n"},
 		{[]string{"-tls-cert", missing, "-tls-key", missing}, "petstore: -tls-cert (PETSTORE_TLS_CERT): cannot read " + missing + ": no such file or directory\n"},
+		// Each read at once, never waited on nor read without end.
+		{[]string{"-tls-cert", good.certFile, "-tls-key", fifo}, "petstore: -tls-key (PETSTORE_TLS_KEY): " + fifo + " is not a regular file (its type is named pipe (FIFO)); refusing it\n"},
+		{[]string{"-tls-cert", zero, "-tls-key", good.keyFile}, "petstore: -tls-cert (PETSTORE_TLS_CERT): " + zero + " is not a regular file (its type is device); refusing it\n"},
+		{[]string{"-tls-cert", big, "-tls-key", good.keyFile}, "petstore: -tls-cert (PETSTORE_TLS_CERT): " + big + " is longer than 1048576 bytes; refusing it\n"},
 	} {
-		cmd := exec.Command(bin, tt.args...)
+		// Bounded, so that a file read without end fails the test, not the
+		// machine, and one that blocks fails it in time.
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v 1048576 && exec "$0" "$@"`, bin}, tt.args...)...)
 		cmd.Env = append(os.Environ(), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+filepath.Join(t.TempDir(), "x.db"))
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr

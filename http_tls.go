@@ -17,8 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -179,13 +179,23 @@ func hsts(next http.Handler) http.Handler {
 // ownCertificate is the shop's own certificate, from -tls-cert and
 // -tls-key. Handshakes read it through an atomic pointer, so that a reload
 // swaps it without blocking or dropping a connection; a pair that cannot be
-// loaded keeps the one in force.
+// loaded keeps the one in force. Once loaded, its files are read by one
+// goroutine only (keepFresh), which nothing waits for: a file that hangs it
+// (one on a network file system that stopped answering) holds neither the
+// keys' reload nor the stop.
 type ownCertificate struct {
 	certFile, keyFile string
 	current           atomic.Pointer[tls.Certificate]
+	keyMode           atomic.Uint32 // the mode of the key file of the pair in force
+	requests          chan string   // reloads asked for (SIGHUP), and why
 
-	mu    sync.Mutex // one reload at a time
-	stamp [2]fileStamp
+	// Read and written by reload alone, so by keepFresh's goroutine once
+	// the pair is loaded: the stamps of the files of the pair in force, and
+	// of those last refused (nil when the last reload was not), which are
+	// not read again until they change, so that a pair refused is logged
+	// once, not at every look.
+	stamp   [2]fileStamp
+	refused *[2]fileStamp
 }
 
 // fileStamp is what tells a file changed: its size, modification time and
@@ -206,54 +216,83 @@ func stampOf(path string) fileStamp {
 	return fileStamp{size: fi.Size(), mtime: fi.ModTime(), ino: inodeOf(fi)}
 }
 
+// maxPEMFileLen bounds the files of -tls-cert and -tls-key: a chain of
+// certificates is a few kilobytes, and a longer file is refused, not read
+// without end (a symbolic link to /dev/zero is refused as a device before).
+const maxPEMFileLen = 1 << 20
+
 // loadOwnCertificate loads the pair of certFile and keyFile. Its errors are
 // settings that cannot work, naming the file at fault.
 func loadOwnCertificate(certFile, keyFile string) (*ownCertificate, error) {
-	o := &ownCertificate{certFile: certFile, keyFile: keyFile}
+	o := &ownCertificate{certFile: certFile, keyFile: keyFile, requests: make(chan string, 1)}
 	if err := o.reload(); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
+// readPEMFile reads the file of setting as the key file is read (see
+// readRegular): a FIFO, a device or a file over maxPEMFileLen is refused at
+// once, with an error naming the setting.
+func readPEMFile(setting, path string) ([]byte, os.FileMode, error) {
+	b, mode, err := readRegular(path, maxPEMFileLen)
+	if errors.As(err, new(syscall.Errno)) {
+		return nil, 0, &configError{settingName(setting), fmt.Sprintf("cannot read %s: %v", path, errors.Unwrap(err))}
+	} else if err != nil {
+		return nil, 0, &configError{settingName(setting), fmt.Sprintf("%s %v", path, err)}
+	}
+	return b, mode, nil
+}
+
 // reload reads the pair again and, when it is a valid one, serves it from
 // the next handshake on. It returns a *configError naming the setting at
 // fault, and keeps the pair in force, when it is not.
 func (o *ownCertificate) reload() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	stamp := [2]fileStamp{stampOf(o.certFile), stampOf(o.keyFile)}
-	certPEM, err := os.ReadFile(o.certFile)
+	cert, keyMode, err := o.read()
 	if err != nil {
-		return &configError{settingName("tls-cert"), fmt.Sprintf("cannot read %s: %v", o.certFile, errors.Unwrap(err))}
+		o.refused = &stamp
+		return err
 	}
-	keyPEM, err := os.ReadFile(o.keyFile)
+	o.current.Store(cert)
+	o.keyMode.Store(uint32(keyMode))
+	o.stamp, o.refused = stamp, nil
+	return nil
+}
+
+// read reads and checks the pair, and returns it with the mode of its key
+// file; its errors are those of reload.
+func (o *ownCertificate) read() (*tls.Certificate, os.FileMode, error) {
+	certPEM, _, err := readPEMFile("tls-cert", o.certFile)
 	if err != nil {
-		return &configError{settingName("tls-key"), fmt.Sprintf("cannot read %s: %v", o.keyFile, errors.Unwrap(err))}
+		return nil, 0, err
+	}
+	keyPEM, keyMode, err := readPEMFile("tls-key", o.keyFile)
+	if err != nil {
+		return nil, 0, err
 	}
 	if b, _ := pem.Decode(certPEM); b == nil || b.Type != "CERTIFICATE" {
-		return &configError{settingName("tls-cert"), fmt.Sprintf("%s holds no PEM certificate", o.certFile)}
+		return nil, 0, &configError{settingName("tls-cert"), fmt.Sprintf("%s holds no PEM certificate", o.certFile)}
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		// crypto/tls's message names neither file, and never the key's
 		// content.
-		return &configError{settingName("tls-key"), fmt.Sprintf("%s and %s are not a certificate and its private key: %v", o.certFile, o.keyFile, err)}
+		return nil, 0, &configError{settingName("tls-key"), fmt.Sprintf("%s and %s are not a certificate and its private key: %v", o.certFile, o.keyFile, err)}
 	}
 	if now := time.Now(); !now.Before(cert.Leaf.NotAfter) {
-		return &configError{settingName("tls-cert"), fmt.Sprintf("the certificate of %s expired at %s", o.certFile, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))}
+		return nil, 0, &configError{settingName("tls-cert"), fmt.Sprintf("the certificate of %s expired at %s", o.certFile, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))}
 	}
-	o.current.Store(&cert)
-	o.stamp = stamp
-	return nil
+	return &cert, keyMode, nil
 }
 
 // changed reports whether either file changed since the pair in force was
-// read.
+// read, and since the pair last refused was: a pair refused is read again
+// (and its refusal logged again) only once its files change again, or on
+// request.
 func (o *ownCertificate) changed() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return stampOf(o.certFile) != o.stamp[0] || stampOf(o.keyFile) != o.stamp[1]
+	now := [2]fileStamp{stampOf(o.certFile), stampOf(o.keyFile)}
+	return now != o.stamp && (o.refused == nil || now != *o.refused)
 }
 
 // getCertificate is the TLS config's: the pair in force.
@@ -270,27 +309,55 @@ func (o *ownCertificate) reloadLogged(log *slog.Logger, why string) {
 	}
 	leaf := o.current.Load().Leaf
 	log.Info("TLS certificate reloaded", "why", why, "file", o.certFile, "serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter.UTC())
+	o.warnOpenKey(log)
+}
+
+// warnOpenKey logs a WARN when the key file of the pair in force (the file
+// itself, through any link) gives its group or other users any access:
+// whoever reads it can pose as the shop. A warning, as for the database,
+// not a refusal: a directory above may keep them out.
+func (o *ownCertificate) warnOpenKey(log *slog.Logger) {
+	if perm := os.FileMode(o.keyMode.Load()).Perm(); perm&0o077 != 0 {
+		log.Warn("the TLS private key file can be read or changed by other users than its owner, and whoever reads it can pose as this service: chmod 600 it",
+			"setting", settingName("tls-key"), "file", o.keyFile, "mode", fmt.Sprintf("%04o", perm))
+	}
+}
+
+// requestReload asks keepFresh for a reload, without waiting for it: a
+// request already waiting makes this one needless, since its reload reads
+// the files as they are by then.
+func (o *ownCertificate) requestReload(why string) {
+	select {
+	case o.requests <- why:
+	default:
+	}
 }
 
 // certWatchInterval is how often the files of -tls-cert and -tls-key are
 // looked at for a change (a renewal by certbot or a deploy script).
 const certWatchInterval = 2 * time.Second
 
-// watch reloads the pair whenever its files change, until ctx is done. A
-// pair caught half-written is refused and read again at the next change or
-// look.
-func (o *ownCertificate) watch(ctx context.Context, log *slog.Logger, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+// keepFresh reloads the pair when asked (requestReload), and when its files
+// changed at a look (each value of looks), until ctx is done. A pair caught
+// half-written, or otherwise refused, is logged once and read again at the
+// next change or request.
+func (o *ownCertificate) keepFresh(ctx context.Context, log *slog.Logger, looks <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			if o.changed() {
-				o.reloadLogged(log, "the files changed")
-			}
+		case why := <-o.requests:
+			o.reloadLogged(log, why)
+		case <-looks:
+			o.look(log)
 		}
+	}
+}
+
+// look reloads the pair when its files changed (see changed).
+func (o *ownCertificate) look(log *slog.Logger) {
+	if o.changed() {
+		o.reloadLogged(log, "the files changed")
 	}
 }
 
@@ -397,6 +464,7 @@ type certificates struct {
 func certificatesOf(t tlsSettings, log *slog.Logger, st *store, https, plain net.Addr) *certificates {
 	switch {
 	case t.own != nil:
+		t.own.warnOpenKey(log)
 		return &certificates{own: t.own, tls: serverTLSConfig(&tls.Config{GetCertificate: t.own.getCertificate})}
 	case t.domains != "":
 		acme := newACMECertificates(t, acmeOptions{https: https, plain: plain, renewCheck: t.acmeRenewCheck}, log, st)
@@ -443,7 +511,14 @@ func (c *certificates) expiries() map[string]time.Time {
 // It returns when ctx is done.
 func (c *certificates) run(ctx context.Context, log *slog.Logger) {
 	if c.own != nil {
-		c.own.watch(ctx, log, certWatchInterval)
+		// Not waited for (see ownCertificate): it ends at its next step
+		// once ctx is done, unless a file holds it.
+		looks := time.NewTicker(certWatchInterval)
+		go func() {
+			defer looks.Stop()
+			c.own.keepFresh(ctx, log, looks.C)
+		}()
+		<-ctx.Done()
 		return
 	}
 	if err := c.acme.start(ctx); err != nil {
@@ -453,10 +528,11 @@ func (c *certificates) run(ctx context.Context, log *slog.Logger) {
 	c.acme.stop()
 }
 
-// reload reads the own pair again (SIGHUP); ordered certificates renew by
-// themselves.
-func (c *certificates) reload(log *slog.Logger) {
+// reload asks for the own pair to be read again (SIGHUP), and returns at
+// once: the reload runs in keepFresh's goroutine. Ordered certificates renew
+// by themselves.
+func (c *certificates) reload() {
 	if c != nil && c.own != nil {
-		c.own.reloadLogged(log, "SIGHUP")
+		c.own.requestReload("SIGHUP")
 	}
 }

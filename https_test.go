@@ -326,6 +326,54 @@ func TestOwnCertificateIsReloaded(t *testing.T) {
 	}
 }
 
+// TestAnOpenTLSKeyIsWarnedAbout: a key file whose mode gives its group or
+// other users access is warned about at start and at each reload that
+// serves one, in a WARN naming the setting, the file and its mode; a key
+// file of mode 0600 is not.
+func TestAnOpenTLSKeyIsWarnedAbout(t *testing.T) {
+	dir := t.TempDir()
+	first := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
+	chmod(t, first.keyFile, 0o644)
+	rs, _ := startHTTPS(t, first, nil)
+	const open = "the TLS private key file can be read or changed by other users than its owner, and whoever reads it can pose as this service: chmod 600 it"
+	warned := func() []string {
+		var modes []string
+		for _, r := range rs.Stderr.find(t, "WARN", open) {
+			if r.field("setting") != "-tls-key (PETSTORE_TLS_KEY)" || r.field("file") != first.keyFile {
+				t.Errorf("the WARN names %s and %s, want -tls-key (PETSTORE_TLS_KEY) and %s", r.field("setting"), r.field("file"), first.keyFile)
+			}
+			modes = append(modes, r.field("mode"))
+		}
+		return modes
+	}
+	reloads := 0
+	for _, tt := range []struct {
+		mode os.FileMode
+		want []string
+	}{
+		{0o600, []string{"0644"}},
+		{0o640, []string{"0644", "0640"}},
+	} {
+		next := makeCert(t, t.TempDir(), "next", time.Now().Add(48*time.Hour))
+		chmod(t, next.keyFile, tt.mode)
+		replace(t, next.keyFile, first.keyFile)
+		replace(t, next.certFile, first.certFile)
+		reloads++
+		eventually(t, "the replaced pair is reloaded", func() bool { return len(rs.Stderr.find(t, "INFO", "TLS certificate reloaded")) == reloads })
+		if diff := cmp.Diff(tt.want, warned()); diff != "" {
+			t.Errorf("after a reload of a key of mode %04o, the WARNs' modes mismatch (-want +got):\n%s", tt.mode, diff)
+		}
+	}
+}
+
+// chmod sets the mode of the file at path.
+func chmod(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestOwnCertificateIsReloadedOnSIGHUP: the real binary, sent SIGHUP after
 // its files were replaced, serves the new pair and says it reloaded it on
 // the signal.
@@ -344,6 +392,170 @@ func TestOwnCertificateIsReloadedOnSIGHUP(t *testing.T) {
 	p.waitForLog(t, "TLS certificate reloaded")
 	if got := servedSerial(t, p.URL, first.pool); got != second.serial {
 		t.Errorf("after SIGHUP the served serial is %s, want %s", got, second.serial)
+	}
+}
+
+// TestARefusedPairIsLoggedOncePerChange: the watcher logs one ERROR for a
+// pair it refused (a broken certificate, then a dangling link), however
+// often it looks at the files unchanged (every 2 s in the service), and
+// logs again only once they change again.
+func TestARefusedPairIsLoggedOncePerChange(t *testing.T) {
+	dir := t.TempDir()
+	c := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
+	o, err := loadOwnCertificate(c.certFile, c.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &syncBuffer{}
+	look := func(n int) {
+		for range n {
+			o.look(slogTo(log))
+		}
+	}
+	count := func(level, msg string) int { return len(log.find(t, level, msg)) }
+	const refused, reloaded = "TLS certificate not reloaded; the previous one stays in force", "TLS certificate reloaded"
+
+	writeFile(t, c.certFile+".tmp", "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
+	replace(t, c.certFile+".tmp", c.certFile)
+	look(5)
+	if got := count("ERROR", refused); got != 1 {
+		t.Errorf("a broken certificate looked at 5 times: %d ERRORs, want 1", got)
+	}
+	replaceByLink(t, c.certFile, filepath.Join(dir, "gone.crt"))
+	look(5)
+	if got := count("ERROR", refused); got != 2 {
+		t.Errorf("a dangling link in its place, looked at 5 times: %d ERRORs in all, want 2", got)
+	}
+	next := makeCert(t, t.TempDir(), "next", time.Now().Add(48*time.Hour))
+	os.Remove(c.certFile)
+	replace(t, next.keyFile, c.keyFile)
+	replace(t, next.certFile, c.certFile)
+	look(5)
+	if got := [2]int{count("ERROR", refused), count("INFO", reloaded)}; got != [2]int{2, 1} {
+		t.Errorf("a good pair in place: %d ERRORs and %d reloads, want 2 and 1", got[0], got[1])
+	}
+	if got := o.current.Load().Leaf.SerialNumber.Text(16); got != next.serial {
+		t.Errorf("the pair in force has the serial %s, want the good pair's, %s", got, next.serial)
+	}
+}
+
+// TestATLSFileThatHangsOrNeverEndsHoldsNeitherTheKeysNorTheStop: the real
+// binary, sent SIGHUP once a file of its pair was replaced by a FIFO (which
+// a blocking open waits on for ever) or by a link to /dev/zero (which a read
+// to the end fills memory with), refuses it at once with an ERROR naming
+// the setting, keeps the pair in force, reloads the keys of the same SIGHUP
+// (a key removed from the key file is refused from then on), does not grow,
+// and stops promptly on SIGTERM.
+func TestATLSFileThatHangsOrNeverEndsHoldsNeitherTheKeysNorTheStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	for _, tt := range []struct {
+		name, setting, kind string
+		replace             func(t *testing.T, c testCert)
+	}{
+		{"a FIFO as -tls-key", "-tls-key (PETSTORE_TLS_KEY)", "named pipe (FIFO)", func(t *testing.T, c testCert) { replaceByFIFO(t, c.keyFile) }},
+		{"a link to /dev/zero as -tls-cert", "-tls-cert (PETSTORE_TLS_CERT)", "device", func(t *testing.T, c testCert) { replaceByLink(t, c.certFile, "/dev/zero") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
+			const revoked = "revoked-key-0123456789"
+			keyFile := filepath.Join(dir, "keys")
+			writeFile(t, keyFile, testKey+" shop\n"+revoked+" gone\n")
+			p := startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+filepath.Join(dir, "pets.db"), "PETSTORE_API_KEYS_FILE="+keyFile,
+				"PETSTORE_TLS_CERT="+c.certFile, "PETSTORE_TLS_KEY="+c.keyFile, "PETSTORE_LOG_FORMAT=json")
+			client := httpsClient(c.pool, 0, true)
+			status := func(key string) int {
+				res, err := client.Do(newRequest(t, p.URL, "GET", "/v1/pets", "", bearer(key)))
+				if err != nil {
+					t.Fatalf("GET /v1/pets: %v", err)
+				}
+				return readResponse(t, res).Status
+			}
+			if got := status(revoked); got != http.StatusOK {
+				t.Fatalf("the key before its removal: status %d, want 200", got)
+			}
+			before := peakRSS(t, p.Cmd.Process.Pid)
+
+			tt.replace(t, c)
+			writeFile(t, keyFile+".new", testKey+" shop\n")
+			replace(t, keyFile+".new", keyFile)
+			if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			// Polled with the memory, so that a read without end fails the
+			// test within 64 MiB rather than filling the machine.
+			const notReloaded = "TLS certificate not reloaded; the previous one stays in force"
+			var grew int64
+			reloaded := waitUntil(10*time.Second, 20*time.Millisecond, func() bool {
+				if grew = peakRSS(t, p.Cmd.Process.Pid) - before; grew > 64<<20 {
+					t.Fatalf("the peak RSS grew by %d MiB after SIGHUP", grew>>20)
+				}
+				return status(revoked) == http.StatusUnauthorized && len(p.Stderr.find(t, "ERROR", notReloaded)) > 0
+			})
+			// Whatever failed, the process is still stopped below: a held
+			// reload must not hold the stop.
+			if !reloaded && status(revoked) != http.StatusUnauthorized {
+				t.Errorf("10 s after SIGHUP, the key removed from the key file is still accepted")
+			}
+			t.Logf("the peak RSS grew by %d KiB", grew>>10)
+			if refused := p.Stderr.find(t, "ERROR", notReloaded); len(refused) == 0 {
+				t.Errorf("no ERROR %q", notReloaded)
+			} else if err := refused[0].field("err"); !strings.Contains(err, tt.setting) || !strings.Contains(err, "not a regular file (its type is "+tt.kind+")") {
+				t.Errorf("the refused reload says %q, want it to name %s and say it is a %s", err, tt.setting, tt.kind)
+			}
+			if got := status(testKey); got != http.StatusOK {
+				t.Errorf("the key kept: status %d, want 200", got)
+			}
+			if got := servedSerial(t, p.URL, c.pool); got != c.serial {
+				t.Errorf("the served serial is %s, want the pair in force, %s", got, c.serial)
+			}
+			stopsPromptly(t, p)
+		})
+	}
+}
+
+// replaceByFIFO puts a FIFO in the place of the file at path.
+func replaceByFIFO(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replaceByLink puts a symbolic link to target in the place of the file at
+// path.
+func replaceByLink(t *testing.T, path, target string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stopsPromptly sends SIGTERM to p and fails the test unless it exits, with
+// status 0, within 15 s.
+func stopsPromptly(t *testing.T, p *process) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("after SIGTERM the process exited with %v, want 0", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the process still runs 15 s after SIGTERM")
 	}
 }
 

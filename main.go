@@ -101,10 +101,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 // serve runs the HTTP service until ctx is cancelled, reloading the keys on
 // every signal from hup. It is its steps, in order, each named; what a step
 // starts is stopped by serve's deferred calls, last first: the listeners
-// close with the drain, the background work stops and is waited for, and
-// the store closes last.
+// close with the drain, the background work stops and is waited for, the
+// store closes, and the database's lock (see lockDatabase) is released
+// last.
 func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr io.Writer) error {
 	log := newLogger(cfg.logFormat, stderr)
+	// Before the store opens: a second process must not migrate the file,
+	// nor free the first one's webhook leases.
+	lock, err := lockDatabase(cfg.dbPath)
+	if err != nil {
+		return &configError{settingName("db"), err.Error()}
+	}
+	defer lock.release()
 	st, err := openStoreOf(ctx, &cfg, log)
 	if err != nil {
 		return err
@@ -433,12 +441,14 @@ func isLoopback(addr net.Addr) bool {
 // goroutine of its own, at each value sent on the channel it returns, until
 // the channel is closed. Reloads run apart from the loop that waits for
 // signals: a key file on a hung network file system must not keep it from
-// draining on SIGTERM.
+// draining on SIGTERM. The certificate is only asked for (its files are
+// read in a goroutine of their own), so that nothing in them can delay the
+// keys', which may revoke a key.
 func reloadOnSignal(log *slog.Logger, keys keyring, certs *certificates) chan<- struct{} {
 	reloads := make(chan struct{}, 1)
 	go func() {
 		for range reloads {
-			certs.reload(log)
+			certs.reload()
 			if err := keys.reload(); err != nil {
 				log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
 				continue

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -696,6 +697,88 @@ func TestBackupWritesExactlyTheNamedFile(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestOneProcessServesASQLiteFile: a second service started on a SQLite
+// file that one serves exits 2 at once, naming the file and the first one's
+// process id, and leaves the file alone; petstore backup and petstore copy
+// -from read the live file all the same, and a copy into a file a service
+// serves is refused; once the first is killed by SIGKILL, a new service
+// starts on the file at once.
+func TestOneProcessServesASQLiteFile(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "pets.db")
+	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + db, "PETSTORE_API_KEYS=" + testKey}
+	first := startBinary(t, bin, env...)
+	rex := decode[Pet](t, doRequest(t, first.URL, "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`, nil))
+	petsIn := func(t *testing.T, path string) []Pet {
+		t.Helper()
+		st, err := openStore(t.Context(), path, 0)
+		if err != nil {
+			t.Fatalf("open %s: %v", path, err)
+		}
+		defer st.Close()
+		return storedPets(t, st)
+	}
+
+	t.Run("a second service is refused", func(t *testing.T) {
+		code, stdout, stderr := runOnce(t, bin, env)
+		want := fmt.Sprintf("petstore: -db (PETSTORE_DB): %s is served by process %d (started at ", db, first.Cmd.Process.Pid)
+		if code != 2 || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 || stdout != "" {
+			t.Errorf("a second service: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, one line on stderr starting %q", code, stdout, stderr, want)
+		}
+	})
+	t.Run("backup and copy read the live file", func(t *testing.T) {
+		for _, args := range [][]string{{"backup", "-db", db, filepath.Join(dir, "backup.db")}, {"copy", "-from", db, "-to", filepath.Join(dir, "copy.db")}} {
+			if code, _, stderr := runOnce(t, bin, nil, args...); code != 0 {
+				t.Fatalf("%s: exit %d: %s", args[0], code, stderr)
+			}
+			if diff := cmp.Diff([]Pet{rex}, petsIn(t, args[len(args)-1])); diff != "" {
+				t.Errorf("the %s of the live file mismatch (-want +got):\n%s", args[0], diff)
+			}
+		}
+	})
+	t.Run("a copy into a file a service serves is refused", func(t *testing.T) {
+		served := filepath.Join(dir, "served.db")
+		other := startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+served, "PETSTORE_API_KEYS="+testKey)
+		code, _, stderr := runOnce(t, bin, nil, "copy", "-from", db, "-to", served)
+		if want := fmt.Sprintf("petstore: copy -to: %s is served by process %d", served, other.Cmd.Process.Pid); code != 2 || !strings.HasPrefix(stderr, want) {
+			t.Errorf("copy -to a served file: exit %d, stderr %q; want exit 2 and %q", code, stderr, want)
+		}
+	})
+	t.Run("after a SIGKILL a new service starts at once", func(t *testing.T) {
+		first.Cmd.Process.Kill()
+		first.wait()
+		next := startBinary(t, bin, env...)
+		if diff := cmp.Diff([]Pet{rex}, listAll[Pet](t, next.URL, "/v1/pets", nil, nil)); diff != "" {
+			t.Errorf("the pets after the restart mismatch (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// runOnce runs the built binary with args and env added to this process's
+// environment, to its end (30 s at most), and returns its exit code and
+// output.
+func runOnce(t *testing.T, bin string, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		return ee.ExitCode(), out.String(), errOut.String()
+	} else if err != nil {
+		t.Fatalf("%s %v: %v", bin, args, err)
+	}
+	return 0, out.String(), errOut.String()
 }
 
 func TestDatabaseFilesAreTheOwnersOnly(t *testing.T) {

@@ -73,7 +73,8 @@ const memoryDB = ":memory:"
 //     201 survives a power cut, not only a crash of the process (NORMAL would
 //     lose the last commits on power loss).
 //   - busy_timeout(5000): a connection that finds the file locked (by a
-//     backup, or a second process) waits up to 5 s instead of failing at once.
+//     backup, or petstore copy reading it) waits up to 5 s instead of failing
+//     at once.
 //   - foreign_keys(1): SQLite does not enforce REFERENCES unless asked, per
 //     connection; with it, no row can name a row that does not exist.
 //   - _txlock=immediate: a write transaction takes the write lock when it

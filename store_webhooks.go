@@ -511,11 +511,11 @@ func (s *store) releaseWebhookLeases(ctx context.Context, owner string, id int64
 
 // freeLeftWebhookLeases frees, on SQLite, every lease of a subscription, and
 // returns how many there were. It runs as the dispatcher starts: a SQLite
-// file is served by one process (docs/scaling.md), so a lease found then was
-// left by a process that died (SIGKILL, a crash, a power cut) without
-// releasing it, and waiting for it to expire would hold back deliveries for
-// up to -webhook-lease. On PostgreSQL a lease may be a live replica's: they
-// are kept, and expire as they would.
+// file is served by one process, which holds its lock (see lockDatabase), so
+// a lease found then was left by a process that died (SIGKILL, a crash, a
+// power cut) without releasing it, and waiting for it to expire would hold
+// back deliveries for up to -webhook-lease. On PostgreSQL a lease may be a
+// live replica's: they are kept, and expire as they would.
 func (s *store) freeLeftWebhookLeases(ctx context.Context) (int64, error) {
 	if s.dialect == postgresDialect {
 		return 0, nil

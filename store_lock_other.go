@@ -1,0 +1,10 @@
+//go:build !unix
+
+package main
+
+import "os"
+
+// lockFile takes no lock outside Unix, where flock(2) is not: every
+// process is let serve, as before the lock, and one process per file is
+// the operator's to keep.
+func lockFile(*os.File) (bool, error) { return true, nil }

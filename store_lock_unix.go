@@ -1,0 +1,29 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockFile takes an exclusive flock(2) on f without waiting, and reports
+// whether it holds it now; false when another open file holds it. The
+// kernel releases it when the last descriptor of f closes, at the latest
+// when the process ends, however it ends.
+func lockFile(f *os.File) (bool, error) {
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var lockErr error
+	if err := conn.Control(func(fd uintptr) { lockErr = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB) }); err != nil {
+		return false, err
+	}
+	if errors.Is(lockErr, unix.EWOULDBLOCK) {
+		return false, nil
+	}
+	return lockErr == nil, lockErr
+}
