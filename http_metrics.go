@@ -82,7 +82,7 @@ func newMetrics(st *store) *metrics {
 	}
 	m.plain = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "petstore_plain_http_refused_total",
-		Help: "Requests refused on the plain listener beside HTTPS (403 https_required): under /v1, or not a GET or HEAD of a page. A rise means clients still send keys in clear.",
+		Help: "Requests refused on the plain listener beside HTTPS (403 https_required): carrying credentials in any form, under /v1 in any spelling, or not a GET or HEAD of a page. A rise means clients still send keys in clear.",
 	})
 	m.registry.MustRegister(
 		m.plain,

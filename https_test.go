@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -260,6 +261,28 @@ func TestThePlainListenerNeverRunsTheAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("credentials in any form, and /v1 in any spelling, are refused, never redirected", func(t *testing.T) {
+		for i, tt := range plainRefusals() {
+			t.Run(tt.rule, func(t *testing.T) {
+				id := fmt.Sprintf("plain-refusal-%d", i)
+				res := rawRequest(t, strings.TrimPrefix(plain, "http://"), "GET", tt.target, append([]string{"X-Request-Id: " + id}, tt.headers...)...)
+				wantError(t, res, http.StatusForbidden, codeHTTPSRequired, "HTTPS only")
+				if loc := res.Header.Get("Location"); loc != "" {
+					t.Errorf("redirected to %s", loc)
+				}
+				var warned int
+				for _, r := range rs.Stderr.find(t, "WARN", "an API key was sent over plain HTTP, readable and changeable by anyone on the way, and its request was refused: rotate the key (docs/https.md)") {
+					if r.field("request_id") == id {
+						warned++
+					}
+				}
+				if want := map[bool]int{true: 1, false: 0}[tt.warn]; warned != want {
+					t.Errorf("%d WARNs name the key sent in clear, want %d", warned, want)
+				}
+			})
+		}
+	})
+
 	t.Run("a key sent in clear is named, never logged, and counted", func(t *testing.T) {
 		var warned []logRecord
 		eventually(t, "a WARN names the key sent in clear", func() bool {
@@ -281,10 +304,77 @@ func TestThePlainListenerNeverRunsTheAPI(t *testing.T) {
 			t.Error("the log holds the key")
 		}
 		metrics := doRequestWith(t, httpsClient(c.pool, 0, true), rs.URL, "GET", "/metrics")
-		if got := metricValue(t, metrics.Body, "petstore_plain_http_refused_total", map[string]string{}); got != 36 {
-			t.Errorf("petstore_plain_http_refused_total = %v, want 36 (7 methods by 5 paths, and the 1 GiB POST)", got)
+		if got, want := metricValue(t, metrics.Body, "petstore_plain_http_refused_total", map[string]string{}), float64(36+len(plainRefusals())); got != want {
+			t.Errorf("petstore_plain_http_refused_total = %v, want %v (7 methods by 5 paths, the 1 GiB POST and the refusals' table)", got, want)
 		}
 	})
+}
+
+// plainRefusal is a GET the plain listener refuses, of target as the
+// request line writes it, with header lines; warn says a valid key is in
+// them, which a WARN must name.
+type plainRefusal struct {
+	rule, target string
+	headers      []string
+	warn         bool
+}
+
+// plainRefusals are the plain listener's refusals of requests that carry
+// credentials in any form, or are under /v1 in another spelling: the
+// adversarial review's (issue 38, finding 5), and their neighbours.
+func plainRefusals() []plainRefusal {
+	bearer := "Authorization: Bearer " + testKey
+	basic := func(userPassword string) string {
+		return "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(userPassword))
+	}
+	return []plainRefusal{
+		{"/v1 in capitals", "/V1/pets", []string{bearer}, true},
+		{"a doubled slash", "//v1/pets", []string{bearer}, true},
+		{"a dot segment", "/./v1/pets", []string{bearer}, true},
+		{"a dot-dot segment", "/x/../v1/pets", []string{bearer}, true},
+		{"a path parameter", "/v1;x/pets", []string{bearer}, true},
+		{"percent-encoded", "/%76%31/pets", []string{bearer}, true},
+		{"a backslash", "/docs\\..\\v1/pets", []string{bearer}, true},
+		{"out of the challenges' path", "/.well-known/acme-challenge/../../v1/pets", []string{bearer}, true},
+		{"a page, with a key", "/docs", []string{bearer}, true},
+		{"the root, with a key in a header named in lower case", "/", []string{"authorization: bearer " + testKey}, true},
+		{"Basic before a valid Bearer", "/v1/pets", []string{basic("user:password"), bearer}, true},
+		{"a valid Bearer before Basic", "/docs", []string{bearer, basic("user:password")}, true},
+		{"the key as Basic's user", "/docs", []string{basic(testKey + ":")}, true},
+		{"the key as Basic's password", "/docs", []string{basic("user:" + testKey)}, true},
+		{"the key without a scheme", "/docs", []string{"Authorization: " + testKey}, true},
+		{"an unknown key on a page", "/docs", []string{"Authorization: Bearer not-a-key-of-this-service"}, false},
+		{"an empty Authorization header", "/docs", []string{"Authorization:"}, false},
+		{"a stream ticket on a page", "/docs?ticket=abc", nil, false},
+		{"a stream ticket spelt in capitals", "/?Ticket=abc", nil, false},
+		{"a stream ticket percent-encoded", "/?x=1&%74icket=abc", nil, false},
+		{"a stream ticket after a semicolon", "/?x=1;ticket=abc", nil, false},
+		{"/v1 in capitals without a key", "/V1/pets", nil, false},
+		{"a page by an unclean path", "/docs/../docs", nil, false},
+		{"a target too long to echo", "/docs?x=" + strings.Repeat("a", 300), nil, false},
+	}
+}
+
+// rawRequest sends method target (as the request line writes it) to addr
+// over a connection of its own, with header lines, and reads the answer.
+func rawRequest(t *testing.T, addr, method, target string, headers ...string) response {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n", method, target)
+	for _, h := range headers {
+		fmt.Fprintf(conn, "%s\r\n", h)
+	}
+	fmt.Fprintf(conn, "Connection: close\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("%s %.60s: %v", method, target, err)
+	}
+	return readResponse(t, res)
 }
 
 // doRequestWith sends method path to base with client and the test key.
