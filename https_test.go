@@ -363,6 +363,12 @@ func rawRequest(t *testing.T, addr, method, target string, headers ...string) re
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rawRequestOn(t, conn, method, target, headers...)
+}
+
+// rawRequestOn is rawRequest on conn, which it closes.
+func rawRequestOn(t *testing.T, conn net.Conn, method, target string, headers ...string) response {
+	t.Helper()
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n", method, target)
@@ -375,6 +381,52 @@ func rawRequest(t *testing.T, addr, method, target string, headers ...string) re
 		t.Fatalf("%s %.60s: %v", method, target, err)
 	}
 	return readResponse(t, res)
+}
+
+// TestTheAsteriskTargetIsAnsweredWithTheErrorBody: OPTIONS * and GET *
+// (the request target that names the server as a whole) get the Error body
+// on both listeners, never net/http's own 200 nor a redirect to
+// https://HOST*: the API's answers 401 without a key and 404 with one, the
+// plain listener's 403 https_required (issue 38, finding 7d).
+func TestTheAsteriskTargetIsAnsweredWithTheErrorBody(t *testing.T) {
+	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
+	rs, plain := startHTTPS(t, c, nil)
+	overTLS := func(t *testing.T) net.Conn {
+		conn, err := tls.Dial("tcp", strings.TrimPrefix(rs.URL, "https://"), &tls.Config{RootCAs: c.pool, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	overPlain := func(t *testing.T) net.Conn {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(plain, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	bearer := "Authorization: Bearer " + testKey
+	for _, tt := range []struct {
+		rule, method string
+		dial         func(*testing.T) net.Conn
+		headers      []string
+		status       int
+		code         string
+	}{
+		{"the API's OPTIONS * without a key", "OPTIONS", overTLS, nil, http.StatusUnauthorized, codeUnauthorized},
+		{"the API's OPTIONS * with a key", "OPTIONS", overTLS, []string{bearer}, http.StatusNotFound, codeNotFound},
+		{"the API's GET * with a key", "GET", overTLS, []string{bearer}, http.StatusNotFound, codeNotFound},
+		{"the plain listener's OPTIONS *", "OPTIONS", overPlain, nil, http.StatusForbidden, codeHTTPSRequired},
+		{"the plain listener's GET *", "GET", overPlain, nil, http.StatusForbidden, codeHTTPSRequired},
+	} {
+		t.Run(tt.rule, func(t *testing.T) {
+			res := rawRequestOn(t, tt.dial(t), tt.method, "*", tt.headers...)
+			wantError(t, res, tt.status, tt.code)
+			if loc := res.Header.Get("Location"); loc != "" {
+				t.Errorf("redirected to %s", loc)
+			}
+		})
+	}
 }
 
 // doRequestWith sends method path to base with client and the test key.

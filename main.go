@@ -334,6 +334,10 @@ func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metr
 			MaxHeaderBytes:    cfg.maxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ConnState:         conns.connState,
+			// OPTIONS * reaches the handlers, which answer it with the
+			// Error body, as every other request (net/http answers it 200
+			// by itself otherwise).
+			DisableGeneralOptionsHandler: true,
 		}
 	}
 	srvs := servers{api: newHTTPServer(newServer(log, keys, st, m, events, time.Now, cfg.limits))}
