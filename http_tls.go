@@ -492,14 +492,15 @@ type certificates struct {
 }
 
 // certificatesOf sets up the certificates of t for a service whose HTTPS
-// listener is https and plain listener plain (nil: none); nil when t is
-// not HTTPS.
-func certificatesOf(t tlsSettings, log *slog.Logger, st *store, https, plain net.Addr) *certificates {
+// listener is https and plain listener plain (nil: none), the engine's
+// lines that name a client held to the rule of failures; nil when t is not
+// HTTPS.
+func certificatesOf(t tlsSettings, log *slog.Logger, failures *connFailures, st *store, https, plain net.Addr) *certificates {
 	switch {
 	case t.own != nil:
 		return &certificates{own: t.own, tls: serverTLSConfig(&tls.Config{GetCertificate: t.own.getCertificate})}
 	case t.domains != "":
-		acme := newACMECertificates(t, acmeOptions{https: https, plain: plain, renewCheck: t.acmeRenewCheck}, log, st)
+		acme := newACMECertificates(t, acmeOptions{https: https, plain: plain, renewCheck: t.acmeRenewCheck}, log, failures, st)
 		return &certificates{acme: acme, names: t.names, tls: acme.tlsConfig()}
 	}
 	return nil

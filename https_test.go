@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -262,25 +263,7 @@ func TestThePlainListenerNeverRunsTheAPI(t *testing.T) {
 	})
 
 	t.Run("credentials in any form, and /v1 in any spelling, are refused, never redirected", func(t *testing.T) {
-		for i, tt := range plainRefusals() {
-			t.Run(tt.rule, func(t *testing.T) {
-				id := fmt.Sprintf("plain-refusal-%d", i)
-				res := rawRequest(t, strings.TrimPrefix(plain, "http://"), "GET", tt.target, append([]string{"X-Request-Id: " + id}, tt.headers...)...)
-				wantError(t, res, http.StatusForbidden, codeHTTPSRequired, "HTTPS only")
-				if loc := res.Header.Get("Location"); loc != "" {
-					t.Errorf("redirected to %s", loc)
-				}
-				var warned int
-				for _, r := range rs.Stderr.find(t, "WARN", "an API key was sent over plain HTTP, readable and changeable by anyone on the way, and its request was refused: rotate the key (docs/https.md)") {
-					if r.field("request_id") == id {
-						warned++
-					}
-				}
-				if want := map[bool]int{true: 1, false: 0}[tt.warn]; warned != want {
-					t.Errorf("%d WARNs name the key sent in clear, want %d", warned, want)
-				}
-			})
-		}
+		checkPlainRefusals(t, rs, strings.TrimPrefix(plain, "http://"))
 	})
 
 	t.Run("a key sent in clear is named, never logged, and counted", func(t *testing.T) {
@@ -308,6 +291,31 @@ func TestThePlainListenerNeverRunsTheAPI(t *testing.T) {
 			t.Errorf("petstore_plain_http_refused_total = %v, want %v (7 methods by 5 paths, the 1 GiB POST and the refusals' table)", got, want)
 		}
 	})
+}
+
+// checkPlainRefusals sends each of plainRefusals to the plain listener at
+// plainAddr of rs: each is refused 403 https_required, not redirected, and
+// named in a WARN when it carried a valid key.
+func checkPlainRefusals(t *testing.T, rs *runningService, plainAddr string) {
+	for i, tt := range plainRefusals() {
+		t.Run(tt.rule, func(t *testing.T) {
+			id := fmt.Sprintf("plain-refusal-%d", i)
+			res := rawRequest(t, plainAddr, "GET", tt.target, append([]string{"X-Request-Id: " + id}, tt.headers...)...)
+			wantError(t, res, http.StatusForbidden, codeHTTPSRequired, "HTTPS only")
+			if loc := res.Header.Get("Location"); loc != "" {
+				t.Errorf("redirected to %s", loc)
+			}
+			var warned int
+			for _, r := range rs.Stderr.find(t, "WARN", "an API key was sent over plain HTTP, readable and changeable by anyone on the way, and its request was refused: rotate the key (docs/https.md)") {
+				if r.field("request_id") == id {
+					warned++
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tt.warn]; warned != want {
+				t.Errorf("%d WARNs name the key sent in clear, want %d", warned, want)
+			}
+		})
+	}
 }
 
 // plainRefusal is a GET the plain listener refuses, of target as the
@@ -426,6 +434,79 @@ func TestTheAsteriskTargetIsAnsweredWithTheErrorBody(t *testing.T) {
 				t.Errorf("redirected to %s", loc)
 			}
 		})
+	}
+}
+
+// TestFailedHandshakesAreSampledAndCounted: a flood of failed TLS
+// handshakes (TLS 1.0 hellos, plain HTTP sent to the HTTPS port, a list of
+// protocols of 8 KB) is counted whole in petstore_connection_errors_total,
+// logged as a sample of at most the failure lines' rate, and what a client
+// sent is cut in every line (issue 38, finding 2: 54,290 lines, 8 MB, in 10
+// s, each failure logged in full).
+func TestFailedHandshakesAreSampledAndCounted(t *testing.T) {
+	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
+	rs, _ := startHTTPS(t, c, nil)
+	addr := strings.TrimPrefix(rs.URL, "https://")
+	long := strings.Repeat("p", 250) // a protocol name is at most 255 bytes
+	var protocols []string
+	for range 32 {
+		protocols = append(protocols, long)
+	}
+	handshake := func(config *tls.Config) {
+		if conn, err := tls.Dial("tcp", addr, config); err == nil {
+			conn.Close()
+			t.Fatal("a handshake meant to fail succeeded")
+		}
+	}
+	failures := []func(){
+		func() {
+			handshake(&tls.Config{RootCAs: c.pool, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS10})
+		},
+		func() { handshake(&tls.Config{RootCAs: c.pool, NextProtos: protocols}) },
+		func() {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			io.ReadAll(conn) // until the server closes it
+		},
+	}
+	const n = 450
+	start := time.Now()
+	for i := range n {
+		failures[i%len(failures)]()
+	}
+	elapsed := time.Since(start)
+	client := httpsClient(c.pool, 0, true)
+	var counted float64
+	if !waitUntil(10*time.Second, 20*time.Millisecond, func() bool {
+		body := doRequestWith(t, client, rs.URL, "GET", "/metrics").Body
+		counted = metricValue(t, body, "petstore_connection_errors_total", map[string]string{"kind": "tls_handshake"})
+		return counted == n
+	}) {
+		t.Errorf("petstore_connection_errors_total{kind=\"tls_handshake\"} = %v, want %d", counted, n)
+	}
+	lines, unlogged := 0, 0
+	for _, r := range rs.Stderr.records(t) {
+		if strings.Contains(r.field("msg"), "TLS handshake") {
+			lines++
+			n, _ := strconv.Atoi(r.field("unlogged_connection_errors"))
+			unlogged += n
+		}
+	}
+	if most := authFailureLogBurst + int(elapsed.Seconds()*authFailureLogRate) + 1; lines == 0 || lines > most {
+		t.Errorf("%d failed handshakes in %v were logged in %d lines, want 1 to %d", n, elapsed, lines, most)
+	}
+	if lines+unlogged > n {
+		t.Errorf("%d lines say %d were left out before them, more than the %d failures", lines, unlogged, n)
+	}
+	for line := range strings.Lines(rs.Stderr.String()) {
+		if len(line) > 1024 || strings.Contains(line, long[:33]) {
+			t.Errorf("a log line of %d bytes echoes what the client sent: %.300s", len(line), line)
+			break
+		}
 	}
 }
 

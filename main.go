@@ -122,12 +122,13 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		return err
 	}
 	defer lns.close()
-	certs := certificatesOf(cfg.tls, log, st, lns.api.Addr(), lns.plainAddr())
-	certs.loadStored(ctx)
 	m := newMetrics(st)
+	failures := newConnFailures(log, m)
+	certs := certificatesOf(cfg.tls, log, failures, st, lns.api.Addr(), lns.plainAddr())
+	certs.loadStored(ctx)
 	stopWork := startBackground(ctx, cfg, log, st, m, lns, certs)
 	defer stopWork()
-	srvs, serveErr := startServing(cfg, log, st, keys, m, lns, certs)
+	srvs, serveErr := startServing(cfg, log, st, keys, m, failures, lns, certs)
 	if err := announce(ctx, cfg, log, st, keys, lns, certs, stdout); err != nil {
 		return err
 	}
@@ -318,9 +319,10 @@ type servers struct{ api, plain *http.Server }
 
 // startServing starts the HTTP server of the API on its listener, over TLS
 // with certs, and the plain listener's beside it, both within the
-// connection cap. The channel it returns tells why serving stopped, if it
-// stops before the drain.
-func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metrics, lns *listeners, certs *certificates) (servers, <-chan error) {
+// connection cap, their own errors (a failed handshake) going to failures.
+// The channel it returns tells why serving stopped, if it stops before the
+// drain.
+func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metrics, failures *connFailures, lns *listeners, certs *certificates) (servers, <-chan error) {
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
 	events := newFeed(log, st, keys, cfg.events, time.Now)
@@ -332,7 +334,7 @@ func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metr
 			WriteTimeout:      cfg.writeTimeout,
 			IdleTimeout:       cfg.idleTimeout,
 			MaxHeaderBytes:    cfg.maxHeaderBytes,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			ErrorLog:          failures.errorLog(),
 			ConnState:         conns.connState,
 			// OPTIONS * reaches the handlers, which answer it with the
 			// Error body, as every other request (net/http answers it 200
