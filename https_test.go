@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -508,6 +509,68 @@ func TestFailedHandshakesAreSampledAndCounted(t *testing.T) {
 			break
 		}
 	}
+}
+
+// TestOversizedHeadersGetTheErrorBodyOverHTTP2AsOverHTTP1: a header block
+// over -max-header-bytes (a 70 KB query, 70 KB of header fields) is
+// answered 431 header_too_large with the Error body, over HTTP/2 as over
+// HTTP/1.1, counted as every answer, and over HTTP/2 the connection
+// outlives it: HTTP/2 reset the connection (GOAWAY COMPRESSION_ERROR), and
+// HTTP/1.1 answered net/http's plain text (issue 38, finding 7e). Past
+// twice the bound net/http answers before the service sees the request.
+func TestOversizedHeadersGetTheErrorBodyOverHTTP2AsOverHTTP1(t *testing.T) {
+	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
+	rs, _ := startHTTPS(t, c, nil)
+	big := strings.Repeat("a", 70_000)
+	for _, proto := range []struct {
+		name string
+		h2   bool
+	}{{"HTTP/2", true}, {"HTTP/1.1", false}} {
+		client := httpsClient(c.pool, 0, proto.h2)
+		for _, tt := range []struct {
+			rule, path string
+			header     string
+		}{
+			{"a 70 KB query", "/v1/pets?x=" + big, ""},
+			{"70 KB of header fields", "/v1/pets", big},
+		} {
+			t.Run(proto.name+": "+tt.rule, func(t *testing.T) {
+				res, err := client.Do(newRequest(t, rs.URL, "GET", tt.path, "", map[string]string{"X-Padding": tt.header}))
+				if err != nil {
+					t.Fatalf("no answer: %.200v", err)
+				}
+				wantError(t, readResponse(t, res), http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, "65536")
+				var reused bool
+				trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused }}
+				after := newRequest(t, rs.URL, "GET", "/v1/pets", "", nil)
+				res, err = client.Do(after.WithContext(httptrace.WithClientTrace(after.Context(), trace)))
+				if err != nil {
+					t.Fatalf("the request after it: %v", err)
+				}
+				if r := readResponse(t, res); r.Status != http.StatusOK {
+					t.Errorf("the request after it: %d", r.Status)
+				}
+				if proto.h2 && !reused {
+					t.Error("the HTTP/2 connection did not outlive the 431")
+				}
+			})
+		}
+	}
+	t.Run("counted as every answer", func(t *testing.T) {
+		body := doRequestWith(t, httpsClient(c.pool, 0, true), rs.URL, "GET", "/metrics").Body
+		if got := metricValue(t, body, "petstore_http_requests_total", map[string]string{"route": "unmatched", "code": "431"}); got != 4 {
+			t.Errorf("%v answers 431 counted, want 4", got)
+		}
+	})
+	t.Run("past twice the bound, net/http answers over HTTP/1.1", func(t *testing.T) {
+		res, err := httpsClient(c.pool, 0, false).Do(newRequest(t, rs.URL, "GET", "/v1/pets?x="+strings.Repeat("a", 140_000), "", nil))
+		if err != nil {
+			t.Fatalf("no answer: %.200v", err)
+		}
+		if r := readResponse(t, res); r.Status != http.StatusRequestHeaderFieldsTooLarge || r.Header.Get("Content-Type") == "application/json" {
+			t.Errorf("%d %s, want net/http's own 431, in plain text", r.Status, r.Header.Get("Content-Type"))
+		}
+	})
 }
 
 // doRequestWith sends method path to base with client and the test key.

@@ -326,14 +326,14 @@ func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metr
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
 	events := newFeed(log, st, keys, cfg.events, time.Now)
-	newHTTPServer := func(h http.Handler) *http.Server {
+	newHTTPServer := func(h http.Handler, maxHeaderBytes int) *http.Server {
 		return &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: cfg.readHeaderTimeout,
 			ReadTimeout:       cfg.readTimeout,
 			WriteTimeout:      cfg.writeTimeout,
 			IdleTimeout:       cfg.idleTimeout,
-			MaxHeaderBytes:    cfg.maxHeaderBytes,
+			MaxHeaderBytes:    maxHeaderBytes,
 			ErrorLog:          failures.errorLog(),
 			ConnState:         conns.connState,
 			// OPTIONS * reaches the handlers, which answer it with the
@@ -342,7 +342,12 @@ func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metr
 			DisableGeneralOptionsHandler: true,
 		}
 	}
-	srvs := servers{api: newHTTPServer(newServer(log, keys, st, m, events, time.Now, cfg.limits))}
+	// The API's server reads header blocks past -max-header-bytes, up to
+	// readHeaderLimit, so that the service, not net/http, answers one that
+	// is too large, with the Error body, over HTTP/2 as over HTTP/1.1 (see
+	// limitHeaderBlock). The plain listener answers nothing but 403 and
+	// redirects: net/http's bound is enough there.
+	srvs := servers{api: newHTTPServer(newServer(log, keys, st, m, events, time.Now, cfg.limits), readHeaderLimit(cfg.limits.maxHeaderBytes))}
 	// Streams never end by themselves: they end when the drain begins.
 	srvs.api.RegisterOnShutdown(events.stop)
 	serveErr := make(chan error, 2)
@@ -354,7 +359,7 @@ func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metr
 	go func() { serveErr <- srvs.api.ServeTLS(conns.listener(lns.api), "", "") }()
 	if lns.plain != nil {
 		_, httpsPort := hostPort(lns.api.Addr())
-		srvs.plain = newHTTPServer(observe(log, m, plainHandler(log, keys, m.plainRefused, httpsPort, certs.redirectNames, certs.challenges())))
+		srvs.plain = newHTTPServer(observe(log, m, plainHandler(log, keys, m.plainRefused, httpsPort, certs.redirectNames, certs.challenges())), cfg.limits.maxHeaderBytes)
 		go func() { serveErr <- srvs.plain.Serve(conns.listener(lns.plain)) }()
 	}
 	return srvs, serveErr
@@ -585,8 +590,8 @@ func listenURL(addr net.Addr) string {
 
 // newServer builds the whole HTTP handler: the routes, then JSON answers for
 // what the router itself refuses, panic recovery around that, the budget of
-// request bodies held in memory, and the request id, access log and metrics
-// around everything.
+// request bodies held in memory, the bound of header blocks, and the request
+// id, access log and metrics around everything.
 func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *feed, now func() time.Time, lim limits) http.Handler {
 	mux := http.NewServeMux()
 	limiter := newRateLimiter(lim.rateLimit, lim.rateBurst, now)
@@ -610,7 +615,7 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *fe
 	addRoutes(mux, scoped, routes(log, st, m, events, newIdempotency(st, lim.idempotencyTTL, now), now))
 	bodies := newBodyBudget(lim.maxBodyMemory)
 	m.watchBodyBudget(bodies)
-	return hsts(observe(log, m, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth)))))
+	return hsts(observe(log, m, limitHeaderBlock(log, lim.maxHeaderBytes, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth))))))
 }
 
 // route is one row of the service's route table: the mux pattern, the

@@ -22,6 +22,7 @@ import (
 const (
 	ErrorCodeCursorExpired          ErrorCode = "cursor_expired"
 	ErrorCodeGone                   ErrorCode = "gone"
+	ErrorCodeHeaderTooLarge         ErrorCode = "header_too_large"
 	ErrorCodeHttpsRequired          ErrorCode = "https_required"
 	ErrorCodeIdempotencyKeyConflict ErrorCode = "idempotency_key_conflict"
 	ErrorCodeIdempotencyKeyMismatch ErrorCode = "idempotency_key_mismatch"
@@ -51,6 +52,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeCursorExpired:
 		return true
 	case ErrorCodeGone:
+		return true
+	case ErrorCodeHeaderTooLarge:
 		return true
 	case ErrorCodeHttpsRequired:
 		return true
