@@ -82,30 +82,33 @@ func (f *connFailures) serverError(msg string) {
 	switch {
 	case !ok:
 	case handshake:
-		f.log.Warn("TLS handshake failed", "client", abbreviate(client), "err", abbreviateEchoes(reason), "unlogged_connection_errors", unlogged)
+		f.log.Warn("TLS handshake failed", "client", client, "err", abbreviateEchoes(reason), "unlogged_connection_errors", unlogged)
 	default:
 		f.log.Warn("HTTP server error", "kind", kind, "err", abbreviateEchoes(msg), "unlogged_connection_errors", unlogged)
 	}
 }
 
-// clientFields are the fields by which CertMagic's lines name a client or
-// quote what it sent: a line that has one is a client's doing.
+// clientFields are the fields by which CertMagic's lines name a client,
+// each true when it quotes what the client sent (a server name, a Host
+// header), false when it is the connection's address: a line that has one
+// is a client's doing.
 var clientFields = map[string]bool{
-	"remote": true, "remote_addr": true, "remote_ip": true, "remote_port": true,
+	"remote": false, "remote_addr": false, "remote_ip": false, "remote_port": false,
 	"server_name": true, "sni": true, "user_agent": true, "uri": true, "host": true,
 }
 
 // clientLine holds a line of CertMagic to the rule when it names a client
 // (see clientFields): it is counted when it is a failure (WARN or above),
 // left out when the sample says so (ok is false), and otherwise has every
-// string cut, a client's field to 32 bytes and any other (an error, which
-// may quote the server name) by abbreviateEchoes, and says how many lines
-// were left out before it. A line that names no client (an order, a
-// renewal) passes as it is.
+// string but the client's address cut, what the client sent to 32 bytes
+// and any other (an error, which may quote the server name) by
+// abbreviateEchoes, and says how many lines were left out before it. A
+// line that names no client (an order, a renewal) passes as it is.
 func (f *connFailures) clientLine(level slog.Level, attrs []slog.Attr) (_ []slog.Attr, ok bool) {
 	client := false
 	for _, a := range attrs {
-		client = client || clientFields[a.Key]
+		_, named := clientFields[a.Key]
+		client = client || named
 	}
 	if !client {
 		return attrs, true
@@ -119,8 +122,9 @@ func (f *connFailures) clientLine(level slog.Level, attrs []slog.Attr) (_ []slog
 	}
 	cut := make([]slog.Attr, 0, len(attrs)+1)
 	for _, a := range attrs {
-		if s, isString := a.Value.Any().(string); isString {
-			if clientFields[a.Key] {
+		quotes, named := clientFields[a.Key]
+		if s, isString := a.Value.Any().(string); isString && (quotes || !named) {
+			if quotes {
 				s = abbreviate(s)
 			} else {
 				s = abbreviateEchoes(s)
