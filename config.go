@@ -31,7 +31,6 @@ type config struct {
 	writeTimeout      time.Duration
 	idleTimeout       time.Duration
 	shutdownTimeout   time.Duration
-	maxHeaderBytes    int
 	maxConns          int // open connections at once; 0 in the flag means the default for the file limit
 	limits            limits
 	events            feedConfig
@@ -58,8 +57,15 @@ type limits struct {
 	rateBurst      int           // requests a key may send at once before the rate applies
 	maxBodyMemory  int64         // bytes of request bodies held at once, over all requests; 0 means no bound
 	authFailures   int           // failed authentications a minute per client address before 429; 0 means no throttle
+	// maxHeaderBytes bounds a request's header block (see
+	// headerBlockSize), whichever protocol it came by; 0 means net/http's
+	// bound alone.
+	maxHeaderBytes int
 	trustedProxies trustedProxies
 }
+
+// defaultMaxHeaderBytes is -max-header-bytes' default: 64 KiB.
+const defaultMaxHeaderBytes = 64 << 10
 
 // Bounds of the body budget: the default, and the least that still lets a
 // body of the largest size in (its buffer grows from 256 KiB to 1 MiB, both held for a moment).
@@ -109,7 +115,7 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.writeTimeout, "write-timeout", 30*time.Second, "time allowed from the end of the request headers to the end of the response")
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 120*time.Second, "time a keep-alive connection may wait for its next request")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "time in-flight requests get to finish after SIGTERM")
-	fs.IntVar(&cfg.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted, in bytes")
+	fs.IntVar(&cfg.limits.maxHeaderBytes, "max-header-bytes", defaultMaxHeaderBytes, "largest request header block accepted, in bytes")
 	fs.IntVar(&cfg.maxConns, "max-conns", 0, fmt.Sprintf("most connections open at once; past it the longest idle one is closed for a new one; 0 means the open-file limit minus %d, at most %d", connReserve, defaultMaxConnsCeiling))
 	fs.DurationVar(&cfg.limits.idempotencyTTL, "idempotency-ttl", defaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
 	fs.Float64Var(&cfg.limits.rateLimit, "rate-limit", 0, "requests per second allowed per API key; 0 turns the limit off")
@@ -258,8 +264,8 @@ func (cfg *config) check() error {
 	if err := cfg.checkMaxConns(fileLimit()); err != nil {
 		return err
 	}
-	if cfg.maxHeaderBytes < 1024 {
-		return &configError{settingName("max-header-bytes"), fmt.Sprintf("%d is too small; at least 1024 bytes", cfg.maxHeaderBytes)}
+	if cfg.limits.maxHeaderBytes < 1024 {
+		return &configError{settingName("max-header-bytes"), fmt.Sprintf("%d is too small; at least 1024 bytes", cfg.limits.maxHeaderBytes)}
 	}
 	if cfg.limits.maxBodyMemory < minMaxBodyMemory {
 		return &configError{settingName("max-body-memory"), fmt.Sprintf("%d is too small; at least %d bytes (2 MiB), so that a body of 1 MiB fits", cfg.limits.maxBodyMemory, minMaxBodyMemory)}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -223,6 +224,7 @@ func contractTable(etag string, d contractData) []contractCase {
 		{rule: "the id filter, no such pet: an empty array", method: "GET", path: "/v1/pets?id=999999", status: 200},
 		{rule: "the id filter of 100 ids", method: "GET", path: "/v1/pets?id=" + idList(100), status: 200},
 		{rule: "the id filter of 101 ids", method: "GET", path: "/v1/pets?id=" + idList(101), status: 400, breaksDocument: true},
+		{rule: "the id filter of 100 ids of 19 digits, paged one by one: its Link could pass 512 bytes", method: "GET", path: "/v1/pets?limit=1&id=1," + longIDList(99), status: 400},
 		{rule: "the id filter: an id that cannot exist", method: "GET", path: "/v1/pets?id=1,0", status: 400, breaksDocument: true},
 		{rule: "the id filter: an id that is not a number", method: "GET", path: "/v1/pets?id=1,rex", status: 400, breaksDocument: true},
 		{rule: "the id filter: an empty item", method: "GET", path: "/v1/pets?id=1,,3", status: 400, breaksDocument: true},
@@ -1070,6 +1072,16 @@ func idList(n int) string {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = strconv.Itoa(i + 1)
+	}
+	return strings.Join(ids, ",")
+}
+
+// longIDList is n distinct ids of 19 digits separated by commas, as the id
+// filter takes them.
+func longIDList(n int) string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.FormatInt(math.MaxInt64-int64(i), 10)
 	}
 	return strings.Join(ids, ",")
 }

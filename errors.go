@@ -25,6 +25,7 @@ const (
 	codeGone                 = "gone"
 	codeCursorExpired        = "cursor_expired"
 	codePayloadTooLarge      = "payload_too_large"
+	codeHeaderTooLarge       = "header_too_large"
 	codeUnsupportedMediaType = "unsupported_media_type"
 	codeInternal             = "internal"
 	codeUnavailable          = "unavailable"
@@ -56,6 +57,8 @@ func statusOf(code string) int {
 		return http.StatusGone
 	case codePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case codeHeaderTooLarge:
+		return http.StatusRequestHeaderFieldsTooLarge
 	case codeUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
 	case codeUnavailable:
@@ -226,11 +229,11 @@ const unreadBodyGrace = 250 * time.Millisecond
 // refusedUnread reports whether an error of this code is answered before the
 // request's body is read: no key or an invalid one (and a repeated
 // Authorization header), a scope the key lacks, a rate limit, a body
-// refused by its declared size or media type, and a request to the plain
-// listener beside HTTPS.
+// refused by its declared size or media type, a header block too large, and
+// a request to the plain listener beside HTTPS.
 func refusedUnread(code string) bool {
 	switch code {
-	case codeUnauthorized, codeInvalidHeader, codeInsufficientScope, codeRateLimited, codePayloadTooLarge, codeUnsupportedMediaType, codeHTTPSRequired:
+	case codeUnauthorized, codeInvalidHeader, codeInsufficientScope, codeRateLimited, codePayloadTooLarge, codeHeaderTooLarge, codeUnsupportedMediaType, codeHTTPSRequired:
 		return true
 	}
 	return false

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -275,6 +276,16 @@ func TestA10KBAuthorizationHeader(t *testing.T) {
 func TestEveryEchoOfClientInputIsShort(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t)
+	// Two pets, so that a list filtered by their ids has a next page.
+	first, second := ts.createPet(t, "Rex", 1, ""), ts.createPet(t, "Tom", 1, "")
+	var longIDs strings.Builder
+	for i := range 98 {
+		fmt.Fprintf(&longIDs, ",%d", int64(math.MaxInt64)-int64(i))
+	}
+	var shortIDs strings.Builder
+	for i := range 98 {
+		fmt.Fprintf(&shortIDs, ",%d", second.ID+1+int64(i))
+	}
 	huge := strings.Repeat("a", 60_000)
 	// A multi-byte character across the cut: the echo ends between
 	// characters, never inside one.
@@ -301,6 +312,8 @@ func TestEveryEchoOfClientInputIsShort(t *testing.T) {
 		{"a 60 KB unclean path", "GET", "/v1/" + huge + "/", "", 404},
 		{"a 60 KB path with a method it does not take", "PUT", "/v1/pets/" + huge, "", 405},
 		{"a 60 KB file of the reference", "GET", "/docs/" + huge + "/" + huge, "", 404},
+		{"100 ids of 19 digits, paged one by one", "GET", fmt.Sprintf("/v1/pets?limit=1&id=%d,%d%s", first.ID, second.ID, longIDs.String()), "", 400},
+		{"100 short ids, paged one by one", "GET", fmt.Sprintf("/v1/pets?limit=1&id=%d,%d%s", first.ID, second.ID, shortIDs.String()), "", 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {

@@ -50,9 +50,10 @@ type acmeOptions struct {
 }
 
 // newACMECertificates sets CertMagic up for the names of t, keeping its
-// storage in st and logging through log. It orders nothing until start.
-func newACMECertificates(t tlsSettings, o acmeOptions, log *slog.Logger, st *store) *acmeCertificates {
-	zl := zap.New(&zapToSlog{h: log.Handler().WithAttrs([]slog.Attr{slog.String("component", "acme")})})
+// storage in st and logging through log, its lines that name a client held
+// to the rule of failures. It orders nothing until start.
+func newACMECertificates(t tlsSettings, o acmeOptions, log *slog.Logger, failures *connFailures, st *store) *acmeCertificates {
+	zl := zap.New(&zapToSlog{h: log.Handler().WithAttrs([]slog.Attr{slog.String("component", "acme")}), failures: failures})
 	a := &acmeCertificates{names: t.names, storage: newACMEStorage(st)}
 	a.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return a.magic, nil },
@@ -362,10 +363,13 @@ func (s *acmeStorage) releaseAll(ctx context.Context) {
 // through zap only, and the service's log is slog's. Its DEBUG lines (one
 // per handshake) are dropped unless the handler takes them, and its ERROR
 // lines are WARN: an order or a renewal that failed is tried again, and the
-// certificate in force is served meanwhile.
+// certificate in force is served meanwhile. A line that names a client (a
+// challenge it could not answer, with the client's server name) is
+// sampled, counted and cut by failures (see connFailures.clientLine).
 type zapToSlog struct {
-	h     slog.Handler
-	attrs []slog.Attr
+	h        slog.Handler
+	attrs    []slog.Attr
+	failures *connFailures
 }
 
 // levelOf is the slog level of a zap one.
@@ -384,7 +388,7 @@ func (c *zapToSlog) Enabled(l zapcore.Level) bool {
 }
 
 func (c *zapToSlog) With(fields []zapcore.Field) zapcore.Core {
-	return &zapToSlog{h: c.h, attrs: append(slices.Clip(c.attrs), attrsOf(fields)...)}
+	return &zapToSlog{h: c.h, attrs: append(slices.Clip(c.attrs), attrsOf(fields)...), failures: c.failures}
 }
 
 func (c *zapToSlog) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -395,9 +399,15 @@ func (c *zapToSlog) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Ch
 }
 
 func (c *zapToSlog) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	attrs := append(slices.Clip(c.attrs), attrsOf(fields)...)
+	if c.failures != nil {
+		var ok bool
+		if attrs, ok = c.failures.clientLine(levelOf(e.Level), attrs); !ok {
+			return nil
+		}
+	}
 	r := slog.NewRecord(e.Time, levelOf(e.Level), e.Message, 0)
-	r.AddAttrs(c.attrs...)
-	r.AddAttrs(attrsOf(fields)...)
+	r.AddAttrs(attrs...)
 	return c.h.Handle(context.Background(), r)
 }
 

@@ -118,8 +118,36 @@ func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 	if spec.idFilter {
 		decode["id"] = func(v string) (err error) { q.ids, err = parseIDList(v, spec.item); return err }
 	}
-	err := parseQuery(raw, queryParams{operation: spec.operation, names: spec.parameters(), decode: decode})
-	return q, err
+	if err := parseQuery(raw, queryParams{operation: spec.operation, names: spec.parameters(), decode: decode}); err != nil {
+		return q, err
+	}
+	return q, spec.checkLinkFits(q)
+}
+
+// maxLinkBytes bounds the Link header of a list: like every header the
+// service writes from what a client sent, it stays under 512 bytes
+// (docs/security.md).
+const maxLinkBytes = 512
+
+// checkLinkFits refuses an id filter whose next page's Link could be longer
+// than maxLinkBytes. A page can be followed by another only when limit is
+// smaller than the number of ids, and the Link then carries only the ids
+// after the page (see nextLink), which are among those after the first
+// limit ones, and an after that is at least the limit-th id: no Link of the
+// query is longer than all of those ids with, as after, the greatest id.
+// Each page that follows carries fewer ids, so a Link that fitted is never
+// refused when followed.
+func (spec listSpec) checkLinkFits(q listQuery) error {
+	if len(q.ids) <= q.page.limit {
+		return nil // one page holds them all: no Link
+	}
+	first, greatest := q.ids[q.page.limit-1], q.ids[len(q.ids)-1]
+	longest := spec.nextLink(listQuery{page: q.page, status: q.status, ids: q.ids[q.page.limit:]}, first)
+	if n := len(longest) + len(strconv.FormatInt(greatest, 10)) - len(strconv.FormatInt(first, 10)); n > maxLinkBytes {
+		return errorf(codeInvalidParameter, "parameter id: these %d ids with limit=%d could need a Link to the next page of %d bytes, and no header is over %d; give limit=%d to have them all in one page, or fewer or shorter ids",
+			len(q.ids), q.page.limit, n, maxLinkBytes, len(q.ids))
+	}
+	return nil
 }
 
 // parseIDList reads the value of an id filter: 1 to maxIDs ids, each a
@@ -143,7 +171,9 @@ func parseIDList(v, item string) ([]int64, error) {
 }
 
 // nextLink is the RFC 8288 Link header that points at the page after the
-// item with id last, with the same limit and filter.
+// item with id last, with the same limit and filters; of an id filter, only
+// the ids after last, the only ones a later page can still hold (so that
+// the Link shrinks page by page, see checkLinkFits).
 func (spec listSpec) nextLink(q listQuery, last int64) string {
 	var b strings.Builder
 	b.WriteString("<")
@@ -154,13 +184,14 @@ func (spec listSpec) nextLink(q listQuery, last int64) string {
 		b.WriteString("&status=")
 		b.WriteString(q.status)
 	}
-	for i, id := range q.ids {
-		if i == 0 {
-			b.WriteString("&id=")
-		} else {
-			b.WriteString(",")
+	sep := "&id="
+	for _, id := range q.ids {
+		if id <= last {
+			continue
 		}
+		b.WriteString(sep)
 		b.WriteString(strconv.FormatInt(id, 10))
+		sep = ","
 	}
 	b.WriteString("&after=")
 	b.WriteString(strconv.FormatInt(last, 10))

@@ -82,7 +82,7 @@ func newMetrics(st *store) *metrics {
 	}
 	m.plain = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "petstore_plain_http_refused_total",
-		Help: "Requests refused on the plain listener beside HTTPS (403 https_required): under /v1, or not a GET or HEAD of a page. A rise means clients still send keys in clear.",
+		Help: "Requests refused on the plain listener beside HTTPS (403 https_required): carrying credentials in any form, under /v1 in any spelling, or not a GET or HEAD of a page. A rise means clients still send keys in clear.",
 	})
 	m.registry.MustRegister(
 		m.plain,
@@ -174,6 +174,21 @@ func (c keyExpiryCollector) Collect(ch chan<- prometheus.Metric) {
 // caller label and the scope, "" when the answer did not name it.
 func (m *metrics) keyForbidden(caller string, need scope) {
 	m.forbidden.WithLabelValues(caller, string(need)).Inc()
+}
+
+// countConnectionErrors registers petstore_connection_errors_total, each
+// of its kinds at 0, and returns what counts one failure of a kind (see
+// connFailures).
+func (m *metrics) countConnectionErrors() func(kind string) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "petstore_connection_errors_total",
+		Help: "Failures below the handlers, by kind: TLS handshakes that failed (tls_handshake), HTTP/2 connection errors (http2), other errors net/http's servers log (http), failures of the certificates' engine that name a client (acme: a challenge it could not answer), and handler panics that net/http caught (panic). Their log lines are sampled, but panics'; this counts them all.",
+	}, []string{"kind"})
+	m.registry.MustRegister(c)
+	for _, kind := range []string{connErrorTLSHandshake, connErrorHTTP2, connErrorHTTP, connErrorACME, connErrorPanic} {
+		c.WithLabelValues(kind)
+	}
+	return func(kind string) { c.WithLabelValues(kind).Inc() }
 }
 
 // plainRefused counts a request refused on the plain listener beside HTTPS.

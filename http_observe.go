@@ -54,11 +54,35 @@ type observedRequest struct {
 // authFailureLogRate a second, in bursts of authFailureLogBurst, so that a
 // guesser cannot fill the disk (one wrote 24 MB in 13 s). The next line
 // logged says how many were left out; petstore_auth_failures_total counts
-// them all.
+// them all. The lines of failures below the handlers (a failed TLS
+// handshake, see connFailures) are sampled by the same rule.
 const (
 	authFailureLogRate  = 10
 	authFailureLogBurst = 50
 )
+
+// sampledLines is the sampling of a kind of failure line: at most
+// authFailureLogRate a second, in bursts of authFailureLogBurst, each line
+// logged telling how many were left out since the one before.
+type sampledLines struct {
+	limiter  *rate.Limiter
+	unlogged atomic.Int64
+}
+
+// newSampledLines starts a sampling with its burst whole.
+func newSampledLines() *sampledLines {
+	return &sampledLines{limiter: rate.NewLimiter(authFailureLogRate, authFailureLogBurst)}
+}
+
+// take reports whether a line may be logged now and, when it may, how many
+// were left out before it; a line that may not is counted as left out.
+func (s *sampledLines) take() (ok bool, unlogged int64) {
+	if !s.limiter.Allow() {
+		s.unlogged.Add(1)
+		return false, 0
+	}
+	return true, s.unlogged.Swap(0)
+}
 
 // statusClientGone is the status the access log and the metrics give a
 // request whose client went away before it was answered. No answer is sent
@@ -124,8 +148,7 @@ func newRequestID() string {
 // records the metrics once the request is answered. Health checks are logged
 // at debug level only: probes call them every few seconds.
 func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
-	failureLines := rate.NewLimiter(authFailureLogRate, authFailureLogBurst)
-	var unlogged atomic.Int64
+	failureLines := newSampledLines()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		o := &observedRequest{info: requestInfo{id: requestID(r.Header.Get("X-Request-Id"))}, sw: statusWriter{ResponseWriter: w}}
@@ -157,9 +180,12 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 		if route == "GET /healthz" || route == "GET /readyz" {
 			level = slog.LevelDebug
 		}
-		if info.authFailed && !failureLines.Allow() {
-			unlogged.Add(1)
-			return
+		var unlogged int64
+		if info.authFailed {
+			var ok bool
+			if ok, unlogged = failureLines.take(); !ok {
+				return
+			}
 		}
 		ctx := r.Context()
 		h := log.Handler()
@@ -176,7 +202,7 @@ func observe(log *slog.Logger, m *metrics, next http.Handler) http.Handler {
 		}
 		if info.authFailed {
 			line.client = info.client
-			line.unloggedAuthFailures = unlogged.Swap(0)
+			line.unloggedAuthFailures = unlogged
 		}
 		logAccess(ctx, h, &line)
 	})

@@ -99,6 +99,9 @@ func TestParseConfigLimits(t *testing.T) {
 		if l.authFailures == 0 {
 			l.authFailures = defaultAuthFailures
 		}
+		if l.maxHeaderBytes == 0 {
+			l.maxHeaderBytes = defaultMaxHeaderBytes
+		}
 		return l
 	}
 	tests := []struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -29,8 +31,9 @@ import (
 // suites, HTTP/2 by ALPN beside HTTP/1.1, and every answer carries
 // Strict-Transport-Security. Beside it, -http-addr is a plain listener that
 // answers ACME's HTTP-01 challenges, redirects pages to https, and refuses
-// every request under /v1 without running it: a key that crossed the
-// network in clear must be rotated, not used (Stripe's rule, not a
+// without running it every request under /v1, however spelt, and every
+// request that carries credentials, whatever its path: a key that crossed
+// the network in clear must be rotated, not used (Stripe's rule, not a
 // redirect, which would run the request after the key was exposed).
 
 // letsEncryptCA is the default ACME directory: Let's Encrypt's production
@@ -381,45 +384,142 @@ func (o *ownCertificate) expiries() map[string]time.Time {
 
 // plainHandler serves the plain listener beside HTTPS: ACME's HTTP-01
 // challenges (through challenges, when certificates are ordered), a 308 to
-// https for GET and HEAD outside /v1 (the reference page, /), and 403
-// https_required for everything else, /v1 first of all, without running it
-// and without reading its body (the connection is closed after the answer).
-// A request under /v1 that carried a valid key has that key named in a WARN
-// (its label and id, never the key): it crossed the network readable, and
-// must be rotated. refused counts the refusals. httpsPort is the HTTPS
-// listener's port; names, the names the redirect may lead to, those of the
-// certificate served now.
+// https for a GET or HEAD of a page (see redirectable), and 403
+// https_required for everything else, without running it and without
+// reading its body (the connection is closed after the answer). A request
+// that carries credentials in any form (see carriesCredentials) is refused
+// before anything else looks at it, the challenges included, whatever its
+// path: it crossed the network readable, and a redirect would have it sent
+// again and run as if nothing had happened. A valid key it carried is named
+// in a WARN (its label and id, never the key): it must be rotated. refused
+// counts the refusals. httpsPort is the HTTPS listener's port; names, the
+// names the redirect may lead to, those of the certificate served now.
 func plainHandler(log *slog.Logger, keys keyring, refused func(), httpsPort int, names func() []string, challenges func(http.Handler) http.Handler) http.Handler {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		names := names()
-		info := requestInfoFrom(r.Context())
-		api := r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/")
-		if !api && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			if info != nil {
-				info.route = "plain: redirect to https"
-			}
-			target := "https://" + redirectHost(r.Host, httpsPort, names) + r.URL.RequestURI()
-			w.Header().Set("Location", target)
-			w.WriteHeader(http.StatusPermanentRedirect)
-			return
-		}
-		if info != nil {
+	refuse := func(w http.ResponseWriter, r *http.Request) {
+		if info := requestInfoFrom(r.Context()); info != nil {
 			info.route = "plain: refused"
 		}
 		refused()
-		if token, ok := bearerToken(r.Header.Get("Authorization")); ok {
-			if e, ok := keys.keys().match(token); ok {
-				log.WarnContext(r.Context(), "an API key was sent over plain HTTP, readable and changeable by anyone on the way, and its request was refused: rotate the key (docs/https.md)",
-					"caller", e.label, "id", e.shortID(), "client", r.RemoteAddr)
-			}
-		}
+		warnKeysInClear(log, keys, r)
 		w.Header().Set("Connection", "close")
-		writeError(w, r, log, errorf(codeHTTPSRequired, "this service answers its API over HTTPS only, and did not run this request, which crossed the network in clear: send it to https://%s%s; if it carried an API key, that key may have been read on the way, so have it rotated", redirectHost(r.Host, httpsPort, names), abbreviate(r.URL.Path)))
-	})
-	if challenges == nil {
-		return h
+		writeError(w, r, log, errorf(codeHTTPSRequired, "this service answers its API over HTTPS only, and did not run this request, which crossed the network in clear: send it to https://%s%s; if it carried an API key, that key may have been read on the way, so have it rotated", redirectHost(r.Host, httpsPort, names()), abbreviate(r.URL.Path)))
 	}
-	return challenges(h)
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !redirectable(r) {
+			refuse(w, r)
+			return
+		}
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.route = "plain: redirect to https"
+		}
+		w.Header().Set("Location", "https://"+redirectHost(r.Host, httpsPort, names())+r.URL.RequestURI())
+		w.WriteHeader(http.StatusPermanentRedirect)
+	})
+	if challenges != nil {
+		h = challenges(h)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if carriesCredentials(r) {
+			refuse(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// maxRedirectTarget bounds the path and query a plain request may be
+// redirected with: the Location header echoes them, and no header grows
+// with what a client sent past 512 bytes (docs/security.md).
+const maxRedirectTarget = 256
+
+// redirectable reports whether a plain request without credentials may be
+// redirected to https: a GET or HEAD of a page, its path in the one form
+// the API listener routes (no empty, '.' or '..' segment, no ';' or '\',
+// which some servers and proxies read otherwise) and outside /v1 however
+// it is spelt (in any case: /V1/pets is refused too), and a target short
+// enough to echo. Anything else is refused: what cannot be told from the
+// API for certain is treated as the API.
+func redirectable(r *http.Request) bool {
+	p := r.URL.Path
+	switch {
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		return false
+	case p == "" || p[0] != '/' || path.Clean(p) != p || strings.ContainsAny(p, ";\\"):
+		return false
+	case len(r.URL.RequestURI()) > maxRedirectTarget:
+		return false
+	}
+	lower := strings.ToLower(p)
+	return lower != "/v1" && !strings.HasPrefix(lower, "/v1/")
+}
+
+// carriesCredentials reports whether r carries anything the service
+// accepts as credentials, in any form: an Authorization header, whatever
+// its scheme, value or position among several, or a stream ticket (the
+// query parameter ticket, in any case and encoding of its name).
+func carriesCredentials(r *http.Request) bool {
+	return len(r.Header.Values("Authorization")) > 0 || hasTicketParameter(r.URL.RawQuery)
+}
+
+// hasTicketParameter reports whether the raw query names a parameter
+// ticket, read more loosely than the feed reads it (separated by '&' or
+// ';', its name in any case, escaped or not), so that no spelling of a
+// ticket is redirected.
+func hasTicketParameter(rawQuery string) bool {
+	for part := range strings.FieldsFuncSeq(rawQuery, func(c rune) bool { return c == '&' || c == ';' }) {
+		name, _, _ := strings.Cut(part, "=")
+		if unescaped, err := url.QueryUnescape(name); err == nil {
+			name = unescaped
+		}
+		if strings.EqualFold(strings.TrimSpace(name), "ticket") {
+			return true
+		}
+	}
+	return false
+}
+
+// warnKeysInClear logs a WARN for each valid key that r carried in any of
+// its Authorization headers (see keysOfHeader), once per key: its label
+// and id, never the key, and the request's id.
+func warnKeysInClear(log *slog.Logger, keys keyring, r *http.Request) {
+	ks := keys.keys()
+	var warned []string
+	for _, header := range r.Header.Values("Authorization") {
+		for _, candidate := range keysOfHeader(header) {
+			e, ok := ks.match(candidate)
+			if !ok || slices.Contains(warned, e.shortID()) {
+				continue
+			}
+			warned = append(warned, e.shortID())
+			requestID := ""
+			if info := requestInfoFrom(r.Context()); info != nil {
+				requestID = info.id
+			}
+			log.WarnContext(r.Context(), "an API key was sent over plain HTTP, readable and changeable by anyone on the way, and its request was refused: rotate the key (docs/https.md)",
+				"caller", e.label, "id", e.shortID(), "client", r.RemoteAddr, "request_id", requestID)
+		}
+	}
+}
+
+// keysOfHeader is what an Authorization header may hold as a key, in any
+// scheme a client may have been configured with: the token of Bearer (or
+// of any scheme), the user and the password of Basic, and the whole value.
+func keysOfHeader(header string) []string {
+	header = strings.TrimSpace(header)
+	candidates := []string{header}
+	scheme, token, found := strings.Cut(header, " ")
+	if !found {
+		return candidates
+	}
+	token = strings.TrimSpace(token)
+	candidates = append(candidates, token)
+	if strings.EqualFold(scheme, "Basic") {
+		if b, err := base64.StdEncoding.DecodeString(token); err == nil {
+			user, password, _ := strings.Cut(string(b), ":")
+			candidates = append(candidates, user, password)
+		}
+	}
+	return candidates
 }
 
 // redirectHost is the host, and port unless 443, that a plain request for
@@ -459,15 +559,16 @@ type certificates struct {
 }
 
 // certificatesOf sets up the certificates of t for a service whose HTTPS
-// listener is https and plain listener plain (nil: none); nil when t is
-// not HTTPS.
-func certificatesOf(t tlsSettings, log *slog.Logger, st *store, https, plain net.Addr) *certificates {
+// listener is https and plain listener plain (nil: none), the engine's
+// lines that name a client held to the rule of failures; nil when t is not
+// HTTPS.
+func certificatesOf(t tlsSettings, log *slog.Logger, failures *connFailures, st *store, https, plain net.Addr) *certificates {
 	switch {
 	case t.own != nil:
 		t.own.warnOpenKey(log)
 		return &certificates{own: t.own, tls: serverTLSConfig(&tls.Config{GetCertificate: t.own.getCertificate})}
 	case t.domains != "":
-		acme := newACMECertificates(t, acmeOptions{https: https, plain: plain, renewCheck: t.acmeRenewCheck}, log, st)
+		acme := newACMECertificates(t, acmeOptions{https: https, plain: plain, renewCheck: t.acmeRenewCheck}, log, failures, st)
 		return &certificates{acme: acme, names: t.names, tls: acme.tlsConfig()}
 	}
 	return nil

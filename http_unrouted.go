@@ -22,6 +22,14 @@ func routeErrors(log *slog.Logger, mux *http.ServeMux, auth func(http.Handler) h
 	unrouted := auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		shown := abbreviate(r.URL.EscapedPath()) // as sent: /a%2Fb is not /a/b
+		if r.RequestURI == "*" {
+			// The asterisk form asks about the server as a whole (OPTIONS
+			// *), which net/http would answer itself, 200 with no body,
+			// unless the server disables its general OPTIONS handler,
+			// as the service's do.
+			writeError(w, r, log, errorf(codeNotFound, "no resource at *: the service answers requests for paths, under /v1 (GET /v1/openapi.json lists every path and the methods each takes), never for the server as a whole"))
+			return
+		}
 		if p == "" || p[0] != '/' || path.Clean(p) != p {
 			writeError(w, r, log, errorf(codeNotFound, "no resource at path %q; paths have no empty, '.' or '..' segments and no trailing slash", shown))
 			return

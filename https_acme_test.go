@@ -418,3 +418,53 @@ func TestAFailedOrderIsNotRetriedInALoop(t *testing.T) {
 		t.Error("a certificate is served although none could be obtained")
 	}
 }
+
+// TestLongServerNamesAreCutInTheLog: with -domain, handshakes for a server
+// name of 50,000 characters, with TLS-ALPN-01's protocol (which CertMagic
+// answers with a challenge's certificate, and logs when it has none) and
+// without (no certificate for the name), leave lines of their sample, each
+// under 1 KB, the name cut to 32 bytes in all of them, CertMagic's and the
+// server's alike (issue 38, finding 2: each made a line of 100 KB). No CA
+// answers: the service orders nothing it could be given.
+func TestLongServerNamesAreCutInTheLog(t *testing.T) {
+	if !inALoopbackNetwork(t) {
+		return
+	}
+	https, nowhere := freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1")
+	addr := fmt.Sprintf("127.0.0.1:%d", https)
+	rs := startRun(t, map[string]string{"PETSTORE_DOMAIN": testDomain, "PETSTORE_ACME_CA": fmt.Sprintf("https://127.0.0.1:%d/dir", nowhere),
+		"PETSTORE_ADDR": addr, "PETSTORE_DB": filepath.Join(t.TempDir(), "pets.db"), "PETSTORE_API_KEYS": testKey, "PETSTORE_LOG_FORMAT": "json"},
+		"-http-addr", "")
+	long := strings.Repeat("a", 50_000) + ".test"
+	const n = 200
+	start := time.Now()
+	for i := range n {
+		config := &tls.Config{ServerName: long, InsecureSkipVerify: true}
+		if i%2 == 0 {
+			config.NextProtos = []string{"acme-tls/1"}
+		}
+		if conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, config); err == nil {
+			conn.Close()
+			t.Fatalf("a handshake for a name of %d characters succeeded", len(long))
+		}
+	}
+	eventually(t, "CertMagic's lines of the challenges it could not answer", func() bool {
+		return strings.Contains(rs.Stderr.String(), `"msg":"tls-alpn challenge"`)
+	})
+	logged := rs.Stderr.String()
+	// Every line read was logged by now: at most the burst and the rate
+	// since the first handshake.
+	elapsed := time.Since(start)
+	lines := 0
+	for line := range strings.Lines(logged) {
+		if strings.Contains(line, "aaaa") {
+			lines++
+		}
+		if len(line) > 1024 || strings.Contains(line, strings.Repeat("a", 33)) {
+			t.Errorf("a log line of %d bytes holds the server name: %.300s", len(line), line)
+		}
+	}
+	if most := authFailureLogBurst + int(elapsed.Seconds()*authFailureLogRate) + 1; lines > most {
+		t.Errorf("%d handshakes in %v were logged in %d lines, want at most %d", n, elapsed, lines, most)
+	}
+}

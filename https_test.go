@@ -8,16 +8,19 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -260,6 +263,10 @@ func TestThePlainListenerNeverRunsTheAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("credentials in any form, and /v1 in any spelling, are refused, never redirected", func(t *testing.T) {
+		checkPlainRefusals(t, rs, strings.TrimPrefix(plain, "http://"))
+	})
+
 	t.Run("a key sent in clear is named, never logged, and counted", func(t *testing.T) {
 		var warned []logRecord
 		eventually(t, "a WARN names the key sent in clear", func() bool {
@@ -281,8 +288,289 @@ func TestThePlainListenerNeverRunsTheAPI(t *testing.T) {
 			t.Error("the log holds the key")
 		}
 		metrics := doRequestWith(t, httpsClient(c.pool, 0, true), rs.URL, "GET", "/metrics")
-		if got := metricValue(t, metrics.Body, "petstore_plain_http_refused_total", map[string]string{}); got != 36 {
-			t.Errorf("petstore_plain_http_refused_total = %v, want 36 (7 methods by 5 paths, and the 1 GiB POST)", got)
+		if got, want := metricValue(t, metrics.Body, "petstore_plain_http_refused_total", map[string]string{}), float64(36+len(plainRefusals())); got != want {
+			t.Errorf("petstore_plain_http_refused_total = %v, want %v (7 methods by 5 paths, the 1 GiB POST and the refusals' table)", got, want)
+		}
+	})
+}
+
+// checkPlainRefusals sends each of plainRefusals to the plain listener at
+// plainAddr of rs: each is refused 403 https_required, not redirected, and
+// named in a WARN when it carried a valid key.
+func checkPlainRefusals(t *testing.T, rs *runningService, plainAddr string) {
+	for i, tt := range plainRefusals() {
+		t.Run(tt.rule, func(t *testing.T) {
+			id := fmt.Sprintf("plain-refusal-%d", i)
+			res := rawRequest(t, plainAddr, "GET", tt.target, append([]string{"X-Request-Id: " + id}, tt.headers...)...)
+			wantError(t, res, http.StatusForbidden, codeHTTPSRequired, "HTTPS only")
+			if loc := res.Header.Get("Location"); loc != "" {
+				t.Errorf("redirected to %s", loc)
+			}
+			var warned int
+			for _, r := range rs.Stderr.find(t, "WARN", "an API key was sent over plain HTTP, readable and changeable by anyone on the way, and its request was refused: rotate the key (docs/https.md)") {
+				if r.field("request_id") == id {
+					warned++
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tt.warn]; warned != want {
+				t.Errorf("%d WARNs name the key sent in clear, want %d", warned, want)
+			}
+		})
+	}
+}
+
+// plainRefusal is a GET the plain listener refuses, of target as the
+// request line writes it, with header lines; warn says a valid key is in
+// them, which a WARN must name.
+type plainRefusal struct {
+	rule, target string
+	headers      []string
+	warn         bool
+}
+
+// plainRefusals are the plain listener's refusals of requests that carry
+// credentials in any form, or are under /v1 in another spelling: the
+// adversarial review's (issue 38, finding 5), and their neighbours.
+func plainRefusals() []plainRefusal {
+	bearer := "Authorization: Bearer " + testKey
+	basic := func(userPassword string) string {
+		return "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(userPassword))
+	}
+	return []plainRefusal{
+		{"/v1 in capitals", "/V1/pets", []string{bearer}, true},
+		{"a doubled slash", "//v1/pets", []string{bearer}, true},
+		{"a dot segment", "/./v1/pets", []string{bearer}, true},
+		{"a dot-dot segment", "/x/../v1/pets", []string{bearer}, true},
+		{"a path parameter", "/v1;x/pets", []string{bearer}, true},
+		{"percent-encoded", "/%76%31/pets", []string{bearer}, true},
+		{"a backslash", "/docs\\..\\v1/pets", []string{bearer}, true},
+		{"out of the challenges' path", "/.well-known/acme-challenge/../../v1/pets", []string{bearer}, true},
+		{"a page, with a key", "/docs", []string{bearer}, true},
+		{"the root, with a key in a header named in lower case", "/", []string{"authorization: bearer " + testKey}, true},
+		{"Basic before a valid Bearer", "/v1/pets", []string{basic("user:password"), bearer}, true},
+		{"a valid Bearer before Basic", "/docs", []string{bearer, basic("user:password")}, true},
+		{"the key as Basic's user", "/docs", []string{basic(testKey + ":")}, true},
+		{"the key as Basic's password", "/docs", []string{basic("user:" + testKey)}, true},
+		{"the key without a scheme", "/docs", []string{"Authorization: " + testKey}, true},
+		{"an unknown key on a page", "/docs", []string{"Authorization: Bearer not-a-key-of-this-service"}, false},
+		{"an empty Authorization header", "/docs", []string{"Authorization:"}, false},
+		{"a stream ticket on a page", "/docs?ticket=abc", nil, false},
+		{"a stream ticket spelt in capitals", "/?Ticket=abc", nil, false},
+		{"a stream ticket percent-encoded", "/?x=1&%74icket=abc", nil, false},
+		{"a stream ticket after a semicolon", "/?x=1;ticket=abc", nil, false},
+		{"/v1 in capitals without a key", "/V1/pets", nil, false},
+		{"a page by an unclean path", "/docs/../docs", nil, false},
+		{"a target too long to echo", "/docs?x=" + strings.Repeat("a", 300), nil, false},
+	}
+}
+
+// rawRequest sends method target (as the request line writes it) to addr
+// over a connection of its own, with header lines, and reads the answer.
+func rawRequest(t *testing.T, addr, method, target string, headers ...string) response {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawRequestOn(t, conn, method, target, headers...)
+}
+
+// rawRequestOn is rawRequest on conn, which it closes.
+func rawRequestOn(t *testing.T, conn net.Conn, method, target string, headers ...string) response {
+	t.Helper()
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n", method, target)
+	for _, h := range headers {
+		fmt.Fprintf(conn, "%s\r\n", h)
+	}
+	fmt.Fprintf(conn, "Connection: close\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("%s %.60s: %v", method, target, err)
+	}
+	return readResponse(t, res)
+}
+
+// TestTheAsteriskTargetIsAnsweredWithTheErrorBody: OPTIONS * and GET *
+// (the request target that names the server as a whole) get the Error body
+// on both listeners, never net/http's own 200 nor a redirect to
+// https://HOST*: the API's answers 401 without a key and 404 with one, the
+// plain listener's 403 https_required (issue 38, finding 7d).
+func TestTheAsteriskTargetIsAnsweredWithTheErrorBody(t *testing.T) {
+	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
+	rs, plain := startHTTPS(t, c, nil)
+	overTLS := func(t *testing.T) net.Conn {
+		conn, err := tls.Dial("tcp", strings.TrimPrefix(rs.URL, "https://"), &tls.Config{RootCAs: c.pool, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	overPlain := func(t *testing.T) net.Conn {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(plain, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	bearer := "Authorization: Bearer " + testKey
+	for _, tt := range []struct {
+		rule, method string
+		dial         func(*testing.T) net.Conn
+		headers      []string
+		status       int
+		code         string
+	}{
+		{"the API's OPTIONS * without a key", "OPTIONS", overTLS, nil, http.StatusUnauthorized, codeUnauthorized},
+		{"the API's OPTIONS * with a key", "OPTIONS", overTLS, []string{bearer}, http.StatusNotFound, codeNotFound},
+		{"the API's GET * with a key", "GET", overTLS, []string{bearer}, http.StatusNotFound, codeNotFound},
+		{"the plain listener's OPTIONS *", "OPTIONS", overPlain, nil, http.StatusForbidden, codeHTTPSRequired},
+		{"the plain listener's GET *", "GET", overPlain, nil, http.StatusForbidden, codeHTTPSRequired},
+	} {
+		t.Run(tt.rule, func(t *testing.T) {
+			res := rawRequestOn(t, tt.dial(t), tt.method, "*", tt.headers...)
+			wantError(t, res, tt.status, tt.code)
+			if loc := res.Header.Get("Location"); loc != "" {
+				t.Errorf("redirected to %s", loc)
+			}
+		})
+	}
+}
+
+// TestFailedHandshakesAreSampledAndCounted: a flood of failed TLS
+// handshakes (TLS 1.0 hellos, plain HTTP sent to the HTTPS port, a list of
+// protocols of 8 KB) is counted whole in petstore_connection_errors_total,
+// logged as a sample of at most the failure lines' rate, and what a client
+// sent is cut in every line (issue 38, finding 2: 54,290 lines, 8 MB, in 10
+// s, each failure logged in full).
+func TestFailedHandshakesAreSampledAndCounted(t *testing.T) {
+	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
+	rs, _ := startHTTPS(t, c, nil)
+	addr := strings.TrimPrefix(rs.URL, "https://")
+	long := strings.Repeat("p", 250) // a protocol name is at most 255 bytes
+	var protocols []string
+	for range 32 {
+		protocols = append(protocols, long)
+	}
+	handshake := func(config *tls.Config) {
+		if conn, err := tls.Dial("tcp", addr, config); err == nil {
+			conn.Close()
+			t.Fatal("a handshake meant to fail succeeded")
+		}
+	}
+	failures := []func(){
+		func() {
+			handshake(&tls.Config{RootCAs: c.pool, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS10})
+		},
+		func() { handshake(&tls.Config{RootCAs: c.pool, NextProtos: protocols}) },
+		func() {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			io.ReadAll(conn) // until the server closes it
+		},
+	}
+	const n = 450
+	start := time.Now()
+	for i := range n {
+		failures[i%len(failures)]()
+	}
+	client := httpsClient(c.pool, 0, true)
+	var counted float64
+	if !waitUntil(10*time.Second, 20*time.Millisecond, func() bool {
+		body := doRequestWith(t, client, rs.URL, "GET", "/metrics").Body
+		counted = metricValue(t, body, "petstore_connection_errors_total", map[string]string{"kind": "tls_handshake"})
+		return counted == n
+	}) {
+		t.Errorf("petstore_connection_errors_total{kind=\"tls_handshake\"} = %v, want %d", counted, n)
+	}
+	lines, unlogged := 0, 0
+	for _, r := range rs.Stderr.records(t) {
+		if strings.Contains(r.field("msg"), "TLS handshake") {
+			lines++
+			n, _ := strconv.Atoi(r.field("unlogged_connection_errors"))
+			unlogged += n
+		}
+	}
+	// Every line read was logged by now: at most the burst and the rate
+	// since the first failure.
+	elapsed := time.Since(start)
+	if most := authFailureLogBurst + int(elapsed.Seconds()*authFailureLogRate) + 1; lines == 0 || lines > most {
+		t.Errorf("%d failed handshakes in %v were logged in %d lines, want 1 to %d", n, elapsed, lines, most)
+	}
+	if lines+unlogged > n {
+		t.Errorf("%d lines say %d were left out before them, more than the %d failures", lines, unlogged, n)
+	}
+	for line := range strings.Lines(rs.Stderr.String()) {
+		if len(line) > 1024 || strings.Contains(line, long[:33]) {
+			t.Errorf("a log line of %d bytes echoes what the client sent: %.300s", len(line), line)
+			break
+		}
+	}
+}
+
+// TestOversizedHeadersGetTheErrorBodyOverHTTP2AsOverHTTP1: a header block
+// over -max-header-bytes (a 70 KB query, 70 KB of header fields) is
+// answered 431 header_too_large with the Error body, over HTTP/2 as over
+// HTTP/1.1, counted as every answer, and over HTTP/2 the connection
+// outlives it: HTTP/2 reset the connection (GOAWAY COMPRESSION_ERROR), and
+// HTTP/1.1 answered net/http's plain text (issue 38, finding 7e). Past
+// twice the bound net/http answers before the service sees the request.
+func TestOversizedHeadersGetTheErrorBodyOverHTTP2AsOverHTTP1(t *testing.T) {
+	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
+	rs, _ := startHTTPS(t, c, nil)
+	big := strings.Repeat("a", 70_000)
+	for _, proto := range []struct {
+		name string
+		h2   bool
+	}{{"HTTP/2", true}, {"HTTP/1.1", false}} {
+		client := httpsClient(c.pool, 0, proto.h2)
+		for _, tt := range []struct {
+			rule, path string
+			header     string
+		}{
+			{"a 70 KB query", "/v1/pets?x=" + big, ""},
+			{"70 KB of header fields", "/v1/pets", big},
+		} {
+			t.Run(proto.name+": "+tt.rule, func(t *testing.T) {
+				res, err := client.Do(newRequest(t, rs.URL, "GET", tt.path, "", map[string]string{"X-Padding": tt.header}))
+				if err != nil {
+					t.Fatalf("no answer: %.200v", err)
+				}
+				wantError(t, readResponse(t, res), http.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, "65536")
+				var reused bool
+				trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused }}
+				after := newRequest(t, rs.URL, "GET", "/v1/pets", "", nil)
+				res, err = client.Do(after.WithContext(httptrace.WithClientTrace(after.Context(), trace)))
+				if err != nil {
+					t.Fatalf("the request after it: %v", err)
+				}
+				if r := readResponse(t, res); r.Status != http.StatusOK {
+					t.Errorf("the request after it: %d", r.Status)
+				}
+				if proto.h2 && !reused {
+					t.Error("the HTTP/2 connection did not outlive the 431")
+				}
+			})
+		}
+	}
+	t.Run("counted as every answer", func(t *testing.T) {
+		body := doRequestWith(t, httpsClient(c.pool, 0, true), rs.URL, "GET", "/metrics").Body
+		if got := metricValue(t, body, "petstore_http_requests_total", map[string]string{"route": "unmatched", "code": "431"}); got != 4 {
+			t.Errorf("%v answers 431 counted, want 4", got)
+		}
+	})
+	t.Run("past twice the bound, net/http answers over HTTP/1.1", func(t *testing.T) {
+		res, err := httpsClient(c.pool, 0, false).Do(newRequest(t, rs.URL, "GET", "/v1/pets?x="+strings.Repeat("a", 140_000), "", nil))
+		if err != nil {
+			t.Fatalf("no answer: %.200v", err)
+		}
+		if r := readResponse(t, res); r.Status != http.StatusRequestHeaderFieldsTooLarge || r.Header.Get("Content-Type") == "application/json" {
+			t.Errorf("%d %s, want net/http's own 431, in plain text", r.Status, r.Header.Get("Content-Type"))
 		}
 	})
 }

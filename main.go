@@ -130,12 +130,13 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 		return err
 	}
 	defer lns.close()
-	certs := certificatesOf(cfg.tls, log, st, lns.api.Addr(), lns.plainAddr())
-	certs.loadStored(ctx)
 	m := newMetrics(st)
+	failures := newConnFailures(log, m)
+	certs := certificatesOf(cfg.tls, log, failures, st, lns.api.Addr(), lns.plainAddr())
+	certs.loadStored(ctx)
 	stopWork := startBackground(ctx, cfg, log, st, m, lns, certs)
 	defer stopWork()
-	srvs, serveErr := startServing(cfg, log, st, keys, m, lns, certs)
+	srvs, serveErr := startServing(cfg, log, st, keys, m, failures, lns, certs)
 	if err := announce(ctx, cfg, log, st, keys, lns, certs, stdout); err != nil {
 		return err
 	}
@@ -326,26 +327,36 @@ type servers struct{ api, plain *http.Server }
 
 // startServing starts the HTTP server of the API on its listener, over TLS
 // with certs, and the plain listener's beside it, both within the
-// connection cap. The channel it returns tells why serving stopped, if it
-// stops before the drain.
-func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metrics, lns *listeners, certs *certificates) (servers, <-chan error) {
+// connection cap, their own errors (a failed handshake) going to failures.
+// The channel it returns tells why serving stopped, if it stops before the
+// drain.
+func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metrics, failures *connFailures, lns *listeners, certs *certificates) (servers, <-chan error) {
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
 	events := newFeed(log, st, keys, cfg.events, time.Now)
-	newHTTPServer := func(h http.Handler) *http.Server {
+	newHTTPServer := func(h http.Handler, maxHeaderBytes int) *http.Server {
 		return &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: cfg.readHeaderTimeout,
 			ReadTimeout:       cfg.readTimeout,
 			WriteTimeout:      cfg.writeTimeout,
 			IdleTimeout:       cfg.idleTimeout,
-			MaxHeaderBytes:    cfg.maxHeaderBytes,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			MaxHeaderBytes:    maxHeaderBytes,
+			ErrorLog:          failures.errorLog(),
 			ConnState:         conns.connState,
 			HTTP2:             http2Bounds(cfg),
+			// OPTIONS * reaches the handlers, which answer it with the
+			// Error body, as every other request (net/http answers it 200
+			// by itself otherwise).
+			DisableGeneralOptionsHandler: true,
 		}
 	}
-	srvs := servers{api: newHTTPServer(newServer(log, keys, st, m, events, time.Now, cfg.limits))}
+	// The API's server reads header blocks past -max-header-bytes, up to
+	// readHeaderLimit, so that the service, not net/http, answers one that
+	// is too large, with the Error body, over HTTP/2 as over HTTP/1.1 (see
+	// limitHeaderBlock). The plain listener answers nothing but 403 and
+	// redirects: net/http's bound is enough there.
+	srvs := servers{api: newHTTPServer(newServer(log, keys, st, m, events, time.Now, cfg.limits), readHeaderLimit(cfg.limits.maxHeaderBytes))}
 	// Streams never end by themselves: they end when the drain begins.
 	srvs.api.RegisterOnShutdown(events.stop)
 	serveErr := make(chan error, 2)
@@ -357,7 +368,7 @@ func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metr
 	go func() { serveErr <- srvs.api.ServeTLS(conns.listener(lns.api), "", "") }()
 	if lns.plain != nil {
 		_, httpsPort := hostPort(lns.api.Addr())
-		srvs.plain = newHTTPServer(observe(log, m, plainHandler(log, keys, m.plainRefused, httpsPort, certs.redirectNames, certs.challenges())))
+		srvs.plain = newHTTPServer(observe(log, m, plainHandler(log, keys, m.plainRefused, httpsPort, certs.redirectNames, certs.challenges())), cfg.limits.maxHeaderBytes)
 		go func() { serveErr <- srvs.plain.Serve(conns.listener(lns.plain)) }()
 	}
 	return srvs, serveErr
@@ -617,8 +628,8 @@ func listenURL(addr net.Addr) string {
 
 // newServer builds the whole HTTP handler: the routes, then JSON answers for
 // what the router itself refuses, panic recovery around that, the budget of
-// request bodies held in memory, and the request id, access log and metrics
-// around everything.
+// request bodies held in memory, the bound of header blocks, and the request
+// id, access log and metrics around everything.
 func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *feed, now func() time.Time, lim limits) http.Handler {
 	mux := http.NewServeMux()
 	limiter := newRateLimiter(lim.rateLimit, lim.rateBurst, now)
@@ -642,7 +653,7 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *fe
 	addRoutes(mux, scoped, routes(log, st, m, events, newIdempotency(st, lim.idempotencyTTL, now), now))
 	bodies := newBodyBudget(lim.maxBodyMemory)
 	m.watchBodyBudget(bodies)
-	return hsts(observe(log, m, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth)))))
+	return hsts(observe(log, m, limitHeaderBlock(log, lim.maxHeaderBytes, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth))))))
 }
 
 // route is one row of the service's route table: the mux pattern, the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -513,6 +514,14 @@ func TestListPetsByID(t *testing.T) {
 		pets = append(pets, ts.createPet(t, fmt.Sprint("p", i), 1, petStatuses[i%3]))
 	}
 	id := func(i int) int64 { return pets[i].ID }
+	// longIDs are n ids of 19 digits that no pet has.
+	longIDs := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, ",%d", int64(math.MaxInt64)-int64(i))
+		}
+		return b.String()
+	}
 	tests := []struct {
 		rule     string
 		query    string
@@ -525,10 +534,11 @@ func TestListPetsByID(t *testing.T) {
 		{"no pet has any of them: []", "id=999998,999999", []Pet{}, ""},
 		{"a repeated id lists its pet once", fmt.Sprintf("id=%d,%d", id(4), id(4)), []Pet{pets[4]}, ""},
 		{"combined with status", fmt.Sprintf("id=%d,%d,%d&status=available", id(0), id(1), id(3)), []Pet{pets[0], pets[3]}, ""},
-		{"a limit pages them and the Link carries the filter", fmt.Sprintf("id=%d,%d,%d&limit=2", id(7), id(6), id(8)), []Pet{pets[6], pets[7]},
-			fmt.Sprintf(`</v1/pets?limit=2&id=%d,%d,%d&after=%d>; rel="next"`, id(6), id(7), id(8), id(7))},
+		{"a limit pages them and the Link carries the ids after the page", fmt.Sprintf("id=%d,%d,%d&limit=2", id(7), id(6), id(8)), []Pet{pets[6], pets[7]},
+			fmt.Sprintf(`</v1/pets?limit=2&id=%d&after=%d>; rel="next"`, id(8), id(7))},
 		{"after continues", fmt.Sprintf("id=%d,%d,%d&limit=2&after=%d", id(6), id(7), id(8), id(7)), []Pet{pets[8]}, ""},
 		{"100 ids", "id=" + strings.Repeat("1,", 99) + "2", []Pet{pets[0], pets[1]}, ""},
+		{"long ids in one page, which needs no Link", fmt.Sprintf("limit=30&id=%d%s", id(0), longIDs(29)), []Pet{pets[0]}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.rule, func(t *testing.T) {
@@ -552,6 +562,7 @@ func TestListPetsByID(t *testing.T) {
 		{"101 ids", "id=" + strings.Repeat("1,", 100) + "1", "101 ids"},
 		{"id given twice", "id=1&id=2", "2 times"},
 		{"spaces", "id=1,%202", "item 2"},
+		{"long ids paged: the Link could pass 512 bytes", fmt.Sprintf("limit=5&id=%d%s", id(0), longIDs(29)), "limit=30"},
 	} {
 		t.Run(tt.rule, func(t *testing.T) {
 			wantError(t, ts.do(t, "GET", "/v1/pets?"+tt.query, "", nil), 400, codeInvalidParameter, "id", tt.mention)

@@ -59,3 +59,54 @@ func abbreviate(s string) string {
 	}
 	return s[:cut] + "..."
 }
+
+// maxEchoingLine bounds a message that may echo what a client sent, once its
+// echoes are cut (see abbreviateEchoes).
+const maxEchoingLine = 200
+
+// abbreviateEchoes shortens a message written by a library, which may echo
+// what a client sent somewhere in its text (a TLS server name, a frame's
+// bytes) without saying where: every quoted part ('...' or "...", to the
+// end when unclosed) and every other word longer than 32 bytes is cut by
+// abbreviate, and the whole to maxEchoingLine bytes. Words of the library's
+// own are short; a client's string is cut however it is placed.
+func abbreviateEchoes(s string) string {
+	var b strings.Builder
+	for len(s) > 0 && b.Len() <= maxEchoingLine {
+		i := strings.IndexAny(s, `'"`)
+		if i < 0 {
+			i = len(s)
+		}
+		for words, first := s[:i], true; ; first = false {
+			word, more, found := strings.Cut(words, " ")
+			if !first {
+				b.WriteByte(' ')
+			}
+			b.WriteString(abbreviate(word))
+			if !found || b.Len() > maxEchoingLine {
+				break
+			}
+			words = more
+		}
+		if i == len(s) {
+			break
+		}
+		quote := s[i]
+		inner, rest, closed := strings.Cut(s[i+1:], string(quote))
+		b.WriteByte(quote)
+		b.WriteString(abbreviate(inner))
+		if closed {
+			b.WriteByte(quote)
+		}
+		s = rest
+	}
+	out := b.String()
+	if len(out) <= maxEchoingLine {
+		return out
+	}
+	cut := maxEchoingLine
+	for cut > 0 && !utf8.RuneStart(out[cut]) {
+		cut--
+	}
+	return out[:cut] + "..."
+}

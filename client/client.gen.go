@@ -22,6 +22,7 @@ import (
 const (
 	ErrorCodeCursorExpired          ErrorCode = "cursor_expired"
 	ErrorCodeGone                   ErrorCode = "gone"
+	ErrorCodeHeaderTooLarge         ErrorCode = "header_too_large"
 	ErrorCodeHttpsRequired          ErrorCode = "https_required"
 	ErrorCodeIdempotencyKeyConflict ErrorCode = "idempotency_key_conflict"
 	ErrorCodeIdempotencyKeyMismatch ErrorCode = "idempotency_key_mismatch"
@@ -51,6 +52,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeCursorExpired:
 		return true
 	case ErrorCodeGone:
+		return true
+	case ErrorCodeHeaderTooLarge:
 		return true
 	case ErrorCodeHttpsRequired:
 		return true
@@ -970,7 +973,7 @@ type ListPetsParams struct {
 	// Status Only pets with this status; no filter when absent.
 	Status *PetStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Id Only the pets with these ids, those that exist: 1 to 100 pet ids separated by commas, such as `id=7,9,12` (order and repeats do not matter). It combines with `status`; `limit`, `after` and the `Link` work as without it, the `Link` carrying the ids in ascending order without repeats. `GET /v1/pets?id={petId}` is getPet's successor: `[]` where getPet answers 404. An item that is not a positive integer, an empty item or more than 100 items is 400.
+	// Id Only the pets with these ids, those that exist: 1 to 100 pet ids separated by commas, such as `id=7,9,12` (order and repeats do not matter). It combines with `status`; `limit`, `after` and the `Link` work as without it, the `Link` carrying the ids after the page, in ascending order without repeats. `GET /v1/pets?id={petId}` is getPet's successor: `[]` where getPet answers 404. An item that is not a positive integer, an empty item or more than 100 items is 400, and so are ids too long to page with `limit` (their next page's `Link` could pass 512 bytes: give `limit` as large as the number of ids, one page).
 	Id *[]int64 `form:"id,omitempty" json:"id,omitempty"`
 
 	// After Cursor: only pets whose `id` is greater than this one. The `Link` header of a page carries it for the next page.
