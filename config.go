@@ -36,6 +36,11 @@ type config struct {
 	events            feedConfig
 	webhooks          webhookConfig
 	tls               tlsSettings
+	replicaURL        string // -replicate, as given
+	replica           replicaSettings
+	// awsCABundle says that AWS_CA_BUNDLE is set, which the replica's S3
+	// client cannot take (see checkReplica).
+	awsCABundle bool
 	// given are the settings set by a flag or a variable, not defaulted:
 	// -domain moves the defaults of -addr and -http-addr.
 	given map[string]bool
@@ -143,6 +148,11 @@ func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.tls.certFile, "tls-cert", "", "PEM file of the HTTPS certificate (the full chain); with -tls-key; reread on SIGHUP and when it changes")
 	fs.StringVar(&cfg.tls.keyFile, "tls-key", "", "PEM file of the private key of -tls-cert")
 	fs.StringVar(&cfg.tls.httpAddr, "http-addr", "", "with HTTPS, a plain HTTP listener beside it, host:port: it answers ACME challenges, redirects pages to https and refuses /v1 (403); empty: none")
+	fs.StringVar(&cfg.replicaURL, "replicate", "", "replicate the SQLite database as it commits to s3://BUCKET/PATH (?endpoint=, region=, force-path-style= for any S3-compatible store; credentials from the AWS environment) or file:///DIR; empty: off (docs/operations.md)")
+	fs.BoolVar(&cfg.replica.sync, "replicate-sync", false, "with -replicate, answer a write only once its commit is in the replica (503 replica_unavailable past -replicate-timeout)")
+	fs.DurationVar(&cfg.replica.timeout, "replicate-timeout", 10*time.Second, "with -replicate, how long an upload to the replica may take (and a write wait for it, with -replicate-sync)")
+	fs.DurationVar(&cfg.replica.snapshotInterval, "replicate-snapshot-interval", 24*time.Hour, "with -replicate, how often a full snapshot of the database is written to the replica")
+	fs.DurationVar(&cfg.replica.retention, "replicate-retention", 168*time.Hour, "with -replicate, how far back in time a restore can go; older snapshots and changes are removed from the replica")
 	fs.StringVar(&cfg.pprofAddr, "pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this loopback address, host:port, apart from the API and without a key; empty: off")
 	fs.Usage = func() { usage(fs) }
 	return fs
@@ -224,6 +234,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	})
 	cfg.given = given
 	cfg.apiKeys = getenv(envPrefix + "API_KEYS")
+	cfg.awsCABundle = getenv("AWS_CA_BUNDLE") != ""
 	return cfg, cfg.check()
 }
 
@@ -250,6 +261,9 @@ func (cfg *config) check() error {
 		}
 	} else if err := checkDBPath(cfg.dbPath); err != nil {
 		return &configError{settingName("db"), err.Error()}
+	}
+	if err := cfg.checkReplica(); err != nil {
+		return err
 	}
 	if cfg.dbMaxConns < 2 {
 		return &configError{settingName("db-max-conns"), fmt.Sprintf("%d is too few: the writer takes one connection and reads need at least one more", cfg.dbMaxConns)}
@@ -323,6 +337,40 @@ func (cfg *config) check() error {
 		if cfg.seed, err = readSeed(cfg.seedFile); err != nil {
 			return &configError{settingName("seed"), err.Error()}
 		}
+	}
+	return nil
+}
+
+// checkReplica checks the settings of -replicate.
+func (cfg *config) checkReplica() error {
+	if cfg.replicaURL == "" {
+		for _, name := range []string{"replicate-sync", "replicate-timeout", "replicate-snapshot-interval", "replicate-retention"} {
+			if cfg.given[name] {
+				return &configError{settingName("replicate"), fmt.Sprintf("is missing: -%s sets up the replication that -replicate turns on", name)}
+			}
+		}
+		return nil
+	}
+	switch {
+	case isPostgresURL(cfg.dbPath):
+		return &configError{settingName("replicate"), "replicates a SQLite file; PostgreSQL keeps its own copies: archive its WAL with pgBackRest or WAL-G for point-in-time recovery, and use synchronous_commit with a standby for zero loss (docs/scaling.md)"}
+	case cfg.dbPath == memoryDB:
+		return &configError{settingName("replicate"), "replicates a SQLite file, and -db :memory: has none; give -db a file"}
+	}
+	target, err := parseReplicaURL(cfg.replicaURL)
+	if err != nil {
+		return &configError{settingName("replicate"), err.Error()}
+	}
+	if target.s3() && cfg.awsCABundle {
+		return &configError{"AWS_CA_BUNDLE", "is set, and the replica's S3 client cannot use it; unset it, and put a private CA in the system's trust store or in SSL_CERT_FILE, which Go reads"}
+	}
+	cfg.replica.target = target
+	if err := checkDurations(true, map[string]time.Duration{"replicate-timeout": cfg.replica.timeout,
+		"replicate-snapshot-interval": cfg.replica.snapshotInterval, "replicate-retention": cfg.replica.retention}); err != nil {
+		return err
+	}
+	if cfg.replica.retention < cfg.replica.snapshotInterval {
+		return &configError{settingName("replicate-retention"), fmt.Sprintf("%v is shorter than -replicate-snapshot-interval (%v): a restore needs a snapshot within the window", cfg.replica.retention, cfg.replica.snapshotInterval)}
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ const (
 	codeUnsupportedMediaType = "unsupported_media_type"
 	codeInternal             = "internal"
 	codeUnavailable          = "unavailable"
+	codeReplicaUnavailable   = "replica_unavailable"
 	codeIdempotencyConflict  = "idempotency_key_conflict"
 	codeIdempotencyMismatch  = "idempotency_key_mismatch"
 	codeRateLimited          = "rate_limited"
@@ -61,7 +62,7 @@ func statusOf(code string) int {
 		return http.StatusRequestHeaderFieldsTooLarge
 	case codeUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
-	case codeUnavailable:
+	case codeUnavailable, codeReplicaUnavailable:
 		return http.StatusServiceUnavailable
 	case codeIdempotencyConflict, codePetNotAvailable, codeInvalidTransition, codePetHasOpenOrder, codePetHasOrders:
 		return http.StatusConflict
@@ -112,6 +113,8 @@ func apiErrorOf(err error) *apiError {
 	switch {
 	case errors.Is(err, errUnwritable):
 		return errorf(codeUnavailable, "the change was not stored: the database cannot be written right now (disk full or read-only storage); reads still work; retry later")
+	case errors.Is(err, errReplicaUnavailable):
+		return errorf(codeReplicaUnavailable, "the write may have been committed, but it could not be copied to the replica in time, so it is not acknowledged: retry it with the same Idempotency-Key to get its answer once the replica is reached (never a second resource); a change without one may be sent again as it is")
 	case errors.Is(err, errUnavailable):
 		return errorf(codeUnavailable, "the database did not answer, so the request may not have been carried out; retry it in a few seconds (a create with the same Idempotency-Key is never carried out twice)")
 	}
@@ -202,7 +205,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope"`)
 		}
 	}
-	if e.Code == codeUnavailable && w.Header().Get("Retry-After") == "" {
+	if (e.Code == codeUnavailable || e.Code == codeReplicaUnavailable) && w.Header().Get("Retry-After") == "" {
 		// RFC 9110, section 10.2.3: when to try again. The causes (a full
 		// disk, a database restarting) last seconds to minutes.
 		w.Header().Set("Retry-After", unavailableRetryAfter)

@@ -192,6 +192,18 @@ type idempotentOutcome struct {
 // says which happened. A create that the data refuses (an order for a pet
 // that is not available) records nothing: a retry is judged afresh.
 func (ix *idempotency) create(ctx context.Context, operation, key string, cr creation) (res created, replayed bool, err error) {
+	res, replayed, err = ix.createOrReplay(ctx, operation, key, cr)
+	if replayed && err == nil {
+		// With -replicate-sync, an answer is given only once its write is
+		// in the replica: a replay too, whose first answer may have been
+		// replica_unavailable.
+		err = ix.st.replicated(ctx)
+	}
+	return res, replayed, err
+}
+
+// createOrReplay is create, the replica aside.
+func (ix *idempotency) createOrReplay(ctx context.Context, operation, key string, cr creation) (res created, replayed bool, err error) {
 	if key == "" {
 		run := write[outcome[created]]
 		if cr.insertOnly {

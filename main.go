@@ -160,6 +160,17 @@ func openStoreOf(ctx context.Context, cfg *config, log *slog.Logger) (*store, er
 		log.Warn("the database file can be read by other users than its owner; chmod 600 it (and its -wal and -shm files)",
 			"db", cfg.dbPath, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
+	if cfg.replica.on() {
+		if err := st.replicate(ctx, log, cfg.dbPath, cfg.replica); err != nil {
+			st.Close()
+			return nil, &configError{settingName("replicate"), err.Error()}
+		}
+		mode := "async: the replica is about a second behind"
+		if cfg.replica.sync {
+			mode = "sync: a write is answered once its commit is in the replica"
+		}
+		log.Info("replicating the database", "to", cfg.replica.target.String(), "mode", mode)
+	}
 	if st.schemaFrom != st.schemaVersion {
 		log.Info("database schema migrated", "db", redactDB(cfg.dbPath), "from", st.schemaFrom, "to", st.schemaVersion)
 	}

@@ -126,6 +126,9 @@ type store struct {
 	events *eventTail
 	// now stamps the events; the writer reads it once per job.
 	now func() time.Time
+	// replica replicates the SQLite file (-replicate; nil without it),
+	// set by replicate before the first write (store_replica.go).
+	replica *replicator
 
 	// background is the store's own goroutines besides the writer (the
 	// PostgreSQL event listener), stopped by stopBackground.
@@ -297,6 +300,11 @@ func (s *store) Close() error {
 		s.background.Wait()
 		s.generations.invalidateAll()
 		err = s.closeDB()
+		if s.replica != nil {
+			// Litestream closes after the service's connections, its
+			// last sync uploading what they committed.
+			err = errors.Join(err, s.replica.close())
+		}
 	})
 	return err
 }

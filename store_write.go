@@ -185,6 +185,12 @@ func (s *store) writeLoop() {
 		}
 		batch = s.collect(batch, expect)
 		expect = s.runBatch(batch)
+		if s.replica != nil && s.replica.settings.sync {
+			// A new slice for the next batch: the replicator answers
+			// this one's jobs once their commit is in the replica.
+			batch = make([]*writeJob, 0, maxBatch)
+			continue
+		}
 		clear(batch) // let the finished jobs be collected
 	}
 }
@@ -253,13 +259,34 @@ func (s *store) runBatch(batch []*writeJob) (expect int) {
 		}
 	}
 	expect = len(batch) + len(s.jobs)
-	for i, job := range batch {
+	for i := range results {
 		if !results[i].ok && results[i].err == nil {
 			results[i].err = err
 		}
+	}
+	if committed && s.replica != nil {
+		s.replica.committed(s.now())
+		if s.replica.settings.sync {
+			// Answered once the commit is in the replica, by the
+			// replicator, while this goroutine goes on to the next batch.
+			s.replica.afterReplicated(func(err error) { answerJobs(batch, results, err) })
+			return expect
+		}
+	}
+	answerJobs(batch, results, nil)
+	return expect
+}
+
+// answerJobs answers each job of a batch with its result; with replicaErr,
+// the jobs whose writes committed get it instead (they are committed here,
+// not yet in the replica).
+func answerJobs(batch []*writeJob, results []jobResult, replicaErr error) {
+	for i, job := range batch {
+		if replicaErr != nil && results[i].ok {
+			results[i] = jobResult{err: replicaErr}
+		}
 		job.done <- results[i]
 	}
-	return expect
 }
 
 // attemptBatch runs the jobs in one transaction and commits it when a job

@@ -40,6 +40,7 @@ const (
 	ErrorCodePetHasOrders           ErrorCode = "pet_has_orders"
 	ErrorCodePetNotAvailable        ErrorCode = "pet_not_available"
 	ErrorCodeRateLimited            ErrorCode = "rate_limited"
+	ErrorCodeReplicaUnavailable     ErrorCode = "replica_unavailable"
 	ErrorCodeUnauthorized           ErrorCode = "unauthorized"
 	ErrorCodeUnavailable            ErrorCode = "unavailable"
 	ErrorCodeUnknownPet             ErrorCode = "unknown_pet"
@@ -88,6 +89,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodePetNotAvailable:
 		return true
 	case ErrorCodeRateLimited:
+		return true
+	case ErrorCodeReplicaUnavailable:
 		return true
 	case ErrorCodeUnauthorized:
 		return true
