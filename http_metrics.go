@@ -112,6 +112,9 @@ func newMetrics(st *store) *metrics {
 			Help: "Database operations that failed (a missing pet is not a failure).",
 		}, func() float64 { return float64(st.errorCount()) }),
 	)
+	if st.replica != nil {
+		m.watchReplica(st.replica)
+	}
 	return m
 }
 
@@ -123,6 +126,27 @@ func (m *metrics) watchBodyBudget(b *bodyBudget) {
 		Name: "petstore_request_body_bytes",
 		Help: "Bytes of request bodies held in memory now, by all requests together (bounded by -max-body-memory).",
 	}, func() float64 { return float64(b.held()) }))
+}
+
+// watchReplica reports how far the replica in object storage is behind
+// (-replicate): the age of the oldest commit not in it, when it was last
+// written, and the failures to write it.
+func (m *metrics) watchReplica(r *replicator) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "petstore_replica_lag_seconds",
+			Help: "Age of the oldest commit not yet in the replica; 0 when it is caught up. What losing the VM now would lose.",
+		}, func() float64 { return r.lag(time.Now()).Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "petstore_replica_last_sync_timestamp_seconds",
+			Help: "When the last successful upload to the replica began (Unix time).",
+		}, func() float64 { return float64(r.lastSyncTime().UnixNano()) / 1e9 }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "petstore_replica_errors_total",
+			Help: "Uploads to the replica that failed (the store unreachable, or the lease lost); each is retried.",
+		}, func() float64 { return float64(r.errorCount()) }),
+		r.waits,
+	)
 }
 
 // watchConns reports the open connections and those closed to make room for

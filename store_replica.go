@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/litestream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Replication of the SQLite file to object storage (-replicate), through
@@ -89,9 +90,12 @@ type replicator struct {
 	lastSync    atomic.Int64 // Unix nanoseconds of the last successful sync
 	errs        atomic.Uint64
 	failing     atomic.Bool
-	outageStart atomic.Int64        // Unix nanoseconds: when the current outage began
-	lastWarn    atomic.Int64        // Unix nanoseconds: the outage's last WARN
-	waited      func(time.Duration) // observes a write's wait (the metrics')
+	outageStart atomic.Int64 // Unix nanoseconds: when the current outage began
+	lastWarn    atomic.Int64 // Unix nanoseconds: the outage's last WARN
+	// waits observes how long each batch of writes waited for its commit
+	// to be in the replica, with -replicate-sync (registered by the
+	// metrics).
+	waits prometheus.Histogram
 }
 
 // replicaWaiter is a batch of writes committed, waiting for its commit to
@@ -108,9 +112,7 @@ type replicaWaiter struct {
 func (w *replicaWaiter) finish(err error) {
 	w.once.Do(func() {
 		w.timer.Stop()
-		if w.r.waited != nil {
-			w.r.waited(time.Since(w.since))
-		}
+		w.r.waits.Observe(time.Since(w.since).Seconds())
 		w.answer(err)
 	})
 }
@@ -127,7 +129,12 @@ func startReplica(ctx context.Context, log *slog.Logger, path string, settings r
 	if err := lease.acquire(ctx); err != nil {
 		return nil, err
 	}
-	r := &replicator{log: log, settings: settings, lease: lease, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	r := &replicator{log: log, settings: settings, lease: lease, kick: make(chan struct{}, 1), done: make(chan struct{}),
+		waits: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "petstore_replica_write_wait_seconds",
+			Help:    "With -replicate-sync, how long a write waited, once committed, for its commit to be in the replica (or for -replicate-timeout to pass).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		})}
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := r.open(ctx, path); err != nil {
 		lease.release(context.WithoutCancel(ctx))

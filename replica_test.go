@@ -1,0 +1,231 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/litestream"
+	"github.com/google/go-cmp/cmp"
+)
+
+// Replication of the SQLite file (-replicate), over file:// replicas: what
+// the service promises of each mode, of checkpoints and of the library's
+// side effects. The same promises against a real S3-compatible server, and
+// the loss of the VM, are in replica_s3_test.go.
+
+// startReplicated runs the service in-process on a new SQLite file,
+// replicating it to replicaURL with args, and returns it with its file.
+func startReplicated(t *testing.T, replicaURL string, args ...string) (*runningService, string) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "pets.db")
+	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": db, "PETSTORE_API_KEYS": testKey, "PETSTORE_LOG_FORMAT": "json"}
+	return startRun(t, env, append([]string{"-replicate", replicaURL}, args...)...), db
+}
+
+// restoreLatest restores the replica at replicaURL, as it is now, into a
+// new file, with Litestream's own restore (the command's is tested in
+// cmd_restore_test.go), and returns the file.
+func restoreLatest(t *testing.T, replicaURL string) string {
+	t.Helper()
+	target, err := parseReplicaURL(replicaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	r := litestream.NewReplicaWithClient(nil, target.client(quiet, defaultReplicaTimeout))
+	opt := litestream.NewRestoreOptions()
+	opt.OutputPath = filepath.Join(t.TempDir(), "restored.db")
+	if err := r.Restore(t.Context(), opt); err != nil {
+		t.Fatalf("restore %s: %v", replicaURL, err)
+	}
+	return opt.OutputPath
+}
+
+// defaultReplicaTimeout is -replicate-timeout's default.
+const defaultReplicaTimeout = 10 * time.Second
+
+// petNames reads the names of the pets in the SQLite file at path, in id
+// order.
+func petNames(t *testing.T, path string) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(t.Context(), "SELECT name FROM pets ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	names := []string{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestSyncModeAnswersAWriteOnceItIsInTheReplica: with -replicate-sync, every
+// create answered 201 is in the replica at that moment: a restore made
+// right after the last answer holds every pet created. 8 writers at once,
+// so that writes share uploads.
+func TestSyncModeAnswersAWriteOnceItIsInTheReplica(t *testing.T) {
+	t.Parallel()
+	replica := "file://" + filepath.Join(t.TempDir(), "replica")
+	rs, _ := startReplicated(t, replica, "-replicate-sync")
+	var mu sync.Mutex
+	var created []string
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 25 {
+				name := fmt.Sprintf("w%d-%02d", w, i)
+				if res := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"`+name+`","categoryId":1}`, nil); res.Status != http.StatusCreated {
+					t.Errorf("create %s: status %d, body %s", name, res.Status, res.Body)
+					return
+				}
+				mu.Lock()
+				created = append(created, name)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	restored := petNames(t, restoreLatest(t, replica))
+	slices.Sort(restored)
+	slices.Sort(created)
+	if diff := cmp.Diff(created, restored); diff != "" {
+		t.Errorf("pets answered 201 but not in the replica (-answered +replica):\n%s", diff)
+	}
+	metrics := doRequest(t, rs.URL, "GET", "/metrics", "", nil).Body
+	if n := metricValue(t, metrics, "petstore_replica_write_wait_seconds", map[string]string{}); n == 0 || n > 200 {
+		t.Errorf("%v batches waited for the replica for 200 creates; want some, and fewer than the creates when writes share uploads", n)
+	}
+	if lag := metricValue(t, metrics, "petstore_replica_lag_seconds", map[string]string{}); lag != 0 {
+		t.Errorf("petstore_replica_lag_seconds = %v after every write was answered in sync mode, want 0", lag)
+	}
+}
+
+// TestReplicationOwnsCheckpoints: with -replicate, Litestream owns
+// checkpointing. The service's writer runs none by itself
+// (wal_autocheckpoint 0), no statement of the service checkpoints
+// (TRUNCATE or RESTART would wait on Litestream's read lock while writers
+// fail), and petstore backup still copies the live file.
+func TestReplicationOwnsCheckpoints(t *testing.T) {
+	t.Parallel()
+	replica := "file://" + filepath.Join(t.TempDir(), "replica")
+	rs, db := startReplicated(t, replica)
+	for i := range 20 {
+		if res := doRequest(t, rs.URL, "POST", "/v1/pets", fmt.Sprintf(`{"name":"p%02d","categoryId":1}`, i), nil); res.Status != http.StatusCreated {
+			t.Fatalf("create: status %d, body %s", res.Status, res.Body)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "backup.db")
+	var stdout, stderr strings.Builder
+	if err := run(t.Context(), []string{"backup", "-db", db, out}, mapEnv(nil), strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Fatalf("petstore backup of a replicated file: %v\n%s", err, stderr.String())
+	}
+	if got := petNames(t, out); len(got) != 20 {
+		t.Errorf("the backup holds %d pets, want 20", len(got))
+	}
+	if found := checkpointStatements(t); len(found) > 0 {
+		t.Errorf("the service runs checkpoints itself, which Litestream owns: %v", found)
+	}
+}
+
+// checkpointStatements finds the string literals of the service's own Go
+// files that run a checkpoint.
+func checkpointStatements(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(strings.ToLower(lit.Value), "wal_checkpoint") {
+				found = append(found, fset.Position(lit.Pos()).String())
+			}
+			return true
+		})
+	}
+	return found
+}
+
+// TestTheWriterRunsNoAutomaticCheckpointWhenReplicated reads the writer's
+// setting through a store replicating as serve starts it.
+func TestTheWriterRunsNoAutomaticCheckpointWhenReplicated(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "pets.db")
+	st, err := openStore(t.Context(), db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := replicaSettings{timeout: defaultReplicaTimeout, snapshotInterval: 24 * time.Hour, retention: 168 * time.Hour}
+	if settings.target, err = parseReplicaURL("file://" + filepath.Join(t.TempDir(), "replica")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.replicate(t.Context(), slog.New(slog.DiscardHandler), db, settings); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var n int
+	if err := st.writer.QueryRowContext(t.Context(), "PRAGMA wal_autocheckpoint").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("wal_autocheckpoint = %d on the writer of a replicated store, want 0: Litestream owns checkpoints", n)
+	}
+}
+
+// TestTheDefaultMuxIsNeverServed: Litestream's package registers
+// net/http/pprof's handlers on http.DefaultServeMux when imported; the
+// service never serves that mux, so /debug/pprof/ is a 404 like any path
+// it does not know, with a key or without.
+func TestTheDefaultMuxIsNeverServed(t *testing.T) {
+	t.Parallel()
+	probe := httptest.NewRequest("GET", "/debug/pprof/", nil)
+	if _, pattern := http.DefaultServeMux.Handler(probe); pattern == "" {
+		t.Fatal("nothing is registered on http.DefaultServeMux for /debug/pprof/: this test no longer checks anything")
+	}
+	ts := newTestServer(t)
+	for _, hdr := range []map[string]string{nil, {"Authorization": ""}} {
+		res := ts.do(t, "GET", "/debug/pprof/", "", hdr)
+		if res.Status != http.StatusNotFound && res.Status != http.StatusUnauthorized {
+			t.Errorf("GET /debug/pprof/ (headers %v): status %d, want 404 or 401", hdr, res.Status)
+		}
+		var e apiError
+		if err := json.Unmarshal(res.Body, &e); err != nil || e.Code == "" {
+			t.Errorf("GET /debug/pprof/: not the Error body: %s", res.Body)
+		}
+	}
+}
