@@ -8,8 +8,10 @@ import (
 	"go/parser"
 	"go/token"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -227,5 +229,142 @@ func TestTheDefaultMuxIsNeverServed(t *testing.T) {
 		if err := json.Unmarshal(res.Body, &e); err != nil || e.Code == "" {
 			t.Errorf("GET /debug/pprof/: not the Error body: %s", res.Body)
 		}
+	}
+}
+
+// replicaStore is where a test's replica lives, which the test can take
+// away and bring back: a directory here (file://), a real S3-compatible
+// server in replica_s3_test.go.
+type replicaStore interface {
+	url() string
+	env() map[string]string // what the service needs to reach it
+	down(t *testing.T)      // unreachable until up
+	up(t *testing.T)
+}
+
+// dirStore is a file:// replica: down puts a plain file where its
+// directory was, so that every write under it fails, as a store gone would.
+type dirStore struct{ dir string }
+
+func newDirStore(t *testing.T) *dirStore {
+	return &dirStore{dir: filepath.Join(t.TempDir(), "replica")}
+}
+
+func (s *dirStore) url() string            { return "file://" + s.dir }
+func (s *dirStore) env() map[string]string { return nil }
+func (s *dirStore) down(t *testing.T) {
+	t.Helper()
+	if err := os.Rename(s.dir, s.dir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, s.dir, "not a directory")
+}
+func (s *dirStore) up(t *testing.T) {
+	t.Helper()
+	if err := os.Remove(s.dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.dir+".away", s.dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startReplicatedOn is startReplicated on store, with its environment.
+func startReplicatedOn(t *testing.T, store replicaStore, args ...string) (*runningService, string) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "pets.db")
+	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": db, "PETSTORE_API_KEYS": testKey, "PETSTORE_LOG_FORMAT": "json"}
+	maps.Copy(env, store.env())
+	return startRun(t, env, append([]string{"-replicate", store.url()}, args...)...), db
+}
+
+// TestTheStoreGoesAwayInSyncMode: with -replicate-sync, while the replica
+// cannot be written a create is answered 503 replica_unavailable within
+// -replicate-timeout, with Retry-After, saying that it may have been
+// committed; reads go on; once the store is back, the same request with the
+// same Idempotency-Key gets the original answer, and one pet was created.
+func TestTheStoreGoesAwayInSyncMode(t *testing.T) {
+	t.Parallel()
+	storeGoesAwayInSyncMode(t, newDirStore(t))
+}
+
+// storeGoesAwayInSyncMode is TestTheStoreGoesAwayInSyncMode on store.
+func storeGoesAwayInSyncMode(t *testing.T, store replicaStore) {
+	rs, _ := startReplicatedOn(t, store, "-replicate-sync", "-replicate-timeout", "1s")
+	before := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"Before","categoryId":1}`, nil)
+	if before.Status != http.StatusCreated {
+		t.Fatalf("create with the store up: %d %s", before.Status, before.Body)
+	}
+	store.down(t)
+	key := map[string]string{idempotencyHeader: "during-the-outage"}
+	start := time.Now()
+	res := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"During","categoryId":1}`, key)
+	took := time.Since(start)
+	wantError(t, res, http.StatusServiceUnavailable, codeReplicaUnavailable, "may have been committed", "Idempotency-Key")
+	if res.Header.Get("Retry-After") == "" {
+		t.Error("a 503 replica_unavailable without Retry-After")
+	}
+	if took > 5*time.Second {
+		t.Errorf("the 503 came after %v, with -replicate-timeout 1s", took)
+	}
+	if got := doRequest(t, rs.URL, "GET", "/v1/pets", "", nil); got.Status != http.StatusOK {
+		t.Errorf("a read while the store is away: status %d", got.Status)
+	}
+	store.up(t)
+	var again response
+	eventually(t, "the retry gets the original answer once the store is back", func() bool {
+		again = doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"During","categoryId":1}`, key)
+		return again.Status == http.StatusCreated
+	})
+	var pets []Pet
+	if err := json.Unmarshal(doRequest(t, rs.URL, "GET", "/v1/pets", "", nil).Body, &pets); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for _, p := range pets {
+		names = append(names, p.Name)
+	}
+	if diff := cmp.Diff([]string{"Before", "During"}, names); diff != "" {
+		t.Errorf("the pets after the retry (-want +got):\n%s", diff)
+	}
+}
+
+// TestTheStoreGoesAwayInTheBackground: without -replicate-sync, writes are
+// answered 201 while the replica cannot be written; the lag grows, a WARN
+// says why, and once the store is back the replica catches up (lag 0)
+// within 5 s, holding every write.
+func TestTheStoreGoesAwayInTheBackground(t *testing.T) {
+	t.Parallel()
+	storeGoesAwayInTheBackground(t, newDirStore(t))
+}
+
+// storeGoesAwayInTheBackground is TestTheStoreGoesAwayInTheBackground on
+// store.
+func storeGoesAwayInTheBackground(t *testing.T, store replicaStore) {
+	rs, _ := startReplicatedOn(t, store)
+	lag := func() float64 {
+		return metricValue(t, doRequest(t, rs.URL, "GET", "/metrics", "", nil).Body, "petstore_replica_lag_seconds", map[string]string{})
+	}
+	store.down(t)
+	var created []string
+	for i := range 10 {
+		name := fmt.Sprintf("away-%d", i)
+		if res := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"`+name+`","categoryId":1}`, nil); res.Status != http.StatusCreated {
+			t.Fatalf("a create while the store is away: %d %s", res.Status, res.Body)
+		}
+		created = append(created, name)
+	}
+	eventually(t, "the lag grows past a second", func() bool { return lag() > 1 })
+	eventually(t, "a WARN says the replica cannot be written", func() bool {
+		return len(rs.Stderr.find(t, "WARN", "the replica cannot be written; the service serves on and retries")) == 1
+	})
+	store.up(t)
+	back := time.Now()
+	eventually(t, "the replica catches up", func() bool { return lag() == 0 })
+	if took := time.Since(back); took > 5*time.Second {
+		t.Errorf("caught up %v after the store came back, want within 5s", took)
+	}
+	if diff := cmp.Diff(created, petNames(t, restoreLatest(t, store.url()))); diff != "" {
+		t.Errorf("the replica after catching up (-want +got):\n%s", diff)
 	}
 }
