@@ -135,6 +135,18 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"a negative -rate-burst", nil, []string{"-rate-limit", "1", "-rate-burst", "-1"}, "-rate-burst (PETSTORE_RATE_BURST)", "negative"},
 		{"a fractional -rate-burst", map[string]string{"PETSTORE_RATE_LIMIT": "1", "PETSTORE_RATE_BURST": "1.5"}, nil, "PETSTORE_RATE_BURST", "1.5"},
 		{"a -rate-burst without -rate-limit", nil, []string{"-rate-burst", "5"}, "-rate-burst (PETSTORE_RATE_BURST)", "without -rate-limit"},
+		{"a replica URL with a user and password", nil, []string{"-replicate", "s3://AKIAX:secretkey@bucket/path"}, "-replicate (PETSTORE_REPLICATE)", "carries credentials"},
+		{"a replica URL with a key in its query", map[string]string{"PETSTORE_REPLICATE": "s3://bucket/path?access-key-id=AKIAX&secret-access-key=secretkey"}, nil, "-replicate (PETSTORE_REPLICATE)", "carries credentials"},
+		{"a replica endpoint with credentials", nil, []string{"-replicate", "s3://bucket/path?endpoint=http://u:secretkey@127.0.0.1:9000"}, "-replicate (PETSTORE_REPLICATE)", "the endpoint carries credentials"},
+		{"a replica of a PostgreSQL database", map[string]string{"PETSTORE_DB": "postgres://petstore@127.0.0.1:1/petstore"}, []string{"-replicate", "file://" + filepath.Join(dir, "replica")}, "-replicate (PETSTORE_REPLICATE)", "pgBackRest or WAL-G"},
+		{"a replica URL of another scheme", nil, []string{"-replicate", "gs://bucket/path"}, "-replicate (PETSTORE_REPLICATE)", "s3://BUCKET/PATH"},
+		{"a replica URL without a path", nil, []string{"-replicate", "s3://bucket"}, "-replicate (PETSTORE_REPLICATE)", "s3://BUCKET/PATH"},
+		{"a replica URL with an unknown parameter", nil, []string{"-replicate", "s3://bucket/path?storage-class=GLACIER"}, "-replicate (PETSTORE_REPLICATE)", "storage-class"},
+		{"a replica of a database in memory", nil, []string{"-db", ":memory:", "-replicate", "file://" + filepath.Join(dir, "replica")}, "-replicate (PETSTORE_REPLICATE)", ":memory:"},
+		{"replication settings without -replicate", nil, []string{"-replicate-sync"}, "-replicate (PETSTORE_REPLICATE)", "is missing"},
+		{"a replica retention shorter than its snapshots' interval", nil, []string{"-replicate", "file://" + filepath.Join(dir, "replica"), "-replicate-retention", "1h"}, "-replicate-retention (PETSTORE_REPLICATE_RETENTION)", "shorter than -replicate-snapshot-interval"},
+		{"a replica timeout of zero", nil, []string{"-replicate", "file://" + filepath.Join(dir, "replica"), "-replicate-timeout", "0s"}, "-replicate-timeout (PETSTORE_REPLICATE_TIMEOUT)", "not positive"},
+		{"an S3 replica with AWS_CA_BUNDLE set", map[string]string{"AWS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt"}, []string{"-replicate", "s3://bucket/path?endpoint=http://127.0.0.1:1"}, "AWS_CA_BUNDLE", "SSL_CERT_FILE"},
 		{"a profiles address on every interface", nil, []string{"-pprof-addr", ":6060"}, "-pprof-addr (PETSTORE_PPROF_ADDR)", "not a loopback address"},
 		{"a profiles address that is not loopback", map[string]string{"PETSTORE_PPROF_ADDR": "192.0.2.1:0"}, nil, "-pprof-addr (PETSTORE_PPROF_ADDR)", "not a loopback address"},
 		{"a profiles address without a port", nil, []string{"-pprof-addr", "127.0.0.1"}, "-pprof-addr (PETSTORE_PPROF_ADDR)", "host:port"},
@@ -160,6 +172,9 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 				if k = strings.TrimSpace(k); k != "" && strings.Contains(err.Error(), k) {
 					t.Errorf("the error %q repeats a key of PETSTORE_API_KEYS", err)
 				}
+			}
+			if strings.Contains(err.Error(), "secretkey") {
+				t.Errorf("the error %q repeats a secret of the replica's URL", err)
 			}
 		})
 	}

@@ -105,8 +105,11 @@ func (t *replicaTarget) readS3(u *url.URL) error {
 	}
 	if t.endpoint != "" {
 		e, err := url.Parse(t.endpoint)
-		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil {
-			return fmt.Errorf("endpoint=%q is not an http or https URL of an S3-compatible store, without credentials", abbreviate(t.endpoint))
+		switch {
+		case err == nil && e.User != nil:
+			return errors.New("the endpoint carries credentials, which would show in ps and in logs; give them in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the AWS shared config) instead")
+		case err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "":
+			return fmt.Errorf("endpoint=%q is not an http or https URL of an S3-compatible store", abbreviate(t.endpoint))
 		}
 	}
 	return nil
