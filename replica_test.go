@@ -95,6 +95,10 @@ func TestSyncModeAnswersAWriteOnceItIsInTheReplica(t *testing.T) {
 	t.Parallel()
 	replica := "file://" + filepath.Join(t.TempDir(), "replica")
 	rs, _ := startReplicated(t, replica, "-replicate-sync")
+	started := rs.Stderr.find(t, "INFO", "replicating the database")
+	if len(started) != 1 || started[0]["to"] != replica || !strings.HasPrefix(fmt.Sprint(started[0]["mode"]), "sync:") {
+		t.Errorf("the start-up line of replication: %v, want one naming %s and the sync mode", started, replica)
+	}
 	var mu sync.Mutex
 	var created []string
 	var wg sync.WaitGroup
@@ -355,6 +359,9 @@ func storeGoesAwayInTheBackground(t *testing.T, store replicaStore) {
 		created = append(created, name)
 	}
 	eventually(t, "the lag grows past a second", func() bool { return lag() > 1 })
+	if res := doRequest(t, rs.URL, "GET", "/readyz", "", nil); res.Status != http.StatusOK {
+		t.Errorf("/readyz while the replica cannot be written: %d, want 200 (the service serves on)", res.Status)
+	}
 	eventually(t, "a WARN says the replica cannot be written", func() bool {
 		return len(rs.Stderr.find(t, "WARN", "the replica cannot be written; the service serves on and retries")) == 1
 	})

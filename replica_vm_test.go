@@ -1,17 +1,23 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // Losing the VM: the real binary replicating to a store, 8 clients
@@ -261,3 +267,88 @@ func TestLosingTheVMInTheBackgroundLosesOnlyTheLastSecond(t *testing.T) {
 
 // newVMStore is the store a lost VM replicates to.
 func newVMStore(t *testing.T) replicaStore { return newDirStore(t) }
+
+// TestOneServiceReplicatesIntoAPath: a second service started on the path
+// of a live replica is refused (exit 2), naming the holder's process id;
+// after the first is killed and its lease has lapsed, a service restored
+// from the replica takes the path over and replicates into it, and a
+// later restore holds the writes of both.
+func TestOneServiceReplicatesIntoAPath(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	oneServicePerPath(t, newVMStore(t))
+}
+
+// oneServicePerPath is TestOneServiceReplicatesIntoAPath on store.
+func oneServicePerPath(t *testing.T, store replicaStore) {
+	bin := buildBinary(t)
+	envOf := func(db string) []string {
+		env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + db, "PETSTORE_API_KEYS=" + testKey, "PETSTORE_REPLICATE=" + store.url(), "PETSTORE_REPLICATE_SYNC=true"}
+		for k, v := range store.env() {
+			env = append(env, k+"="+v)
+		}
+		return env
+	}
+	first := startBinary(t, bin, envOf(filepath.Join(t.TempDir(), "first.db"))...)
+	if res := doRequest(t, first.URL, "POST", "/v1/pets", `{"name":"First","categoryId":1}`, nil); res.Status != http.StatusCreated {
+		t.Fatalf("the first service's create: %d %s", res.Status, res.Body)
+	}
+	second := exec.Command(bin)
+	second.Env = envOf(filepath.Join(t.TempDir(), "second.db"))
+	out, err := second.CombinedOutput()
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("a second service on the same replica path: %v, want exit 2; output:\n%s", err, out)
+	}
+	if want := fmt.Sprintf("process %d", first.Cmd.Process.Pid); !strings.Contains(string(out), want) || !strings.Contains(string(out), "another service replicates into") {
+		t.Errorf("the refusal does not name the holder (%s):\n%s", want, out)
+	}
+	first.Cmd.Process.Kill()
+	first.wait()
+
+	restored := filepath.Join(t.TempDir(), "restored.db")
+	restoreInto(t, store, restored)
+	taker := startOnceTheLeaseLapses(t, bin, envOf(restored))
+	if res := doRequest(t, taker.URL, "POST", "/v1/pets", `{"name":"Second","categoryId":1}`, nil); res.Status != http.StatusCreated {
+		t.Fatalf("the restored service's create: %d %s", res.Status, res.Body)
+	}
+	if diff := cmp.Diff([]string{"First", "Second"}, petNames(t, restoreLatest(t, store.url()))); diff != "" {
+		t.Errorf("a restore after the takeover (-want +got):\n%s", diff)
+	}
+}
+
+// startOnceTheLeaseLapses starts the binary with env again and again while
+// it is refused for a live lease on its replica, for at most twice the
+// lease's life, and returns it once it serves.
+func startOnceTheLeaseLapses(t *testing.T, bin string, env []string) *process {
+	t.Helper()
+	deadline := time.Now().Add(2 * replicaLeaseTTL)
+	for {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), env...)
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if m := urlLine.FindStringSubmatch(strings.TrimSpace(line)); err == nil && m != nil {
+			p := &process{Cmd: cmd, URL: m[1], Stderr: &stderr}
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				p.wait()
+			})
+			return p
+		}
+		cmd.Wait()
+		if !strings.Contains(stderr.String(), "another service replicates into") || time.Now().After(deadline) {
+			t.Fatalf("the restored service did not take the replica over: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(time.Second) // the pace of the retries, as an operator's
+	}
+}
