@@ -27,3 +27,10 @@ func lockFile(f *os.File) (bool, error) {
 	}
 	return lockErr == nil, lockErr
 }
+
+// processRuns reports whether a process of id pid runs on this machine (or
+// may: one that runs under another user answers EPERM).
+func processRuns(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
