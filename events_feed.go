@@ -331,177 +331,269 @@ func (f *feed) serveStream(w http.ResponseWriter, r *http.Request, q eventsQuery
 		return
 	}
 	defer f.closeStream(key, s)
-
-	id, fromHeader, err := lastEventID(r)
-	if err != nil {
-		writeError(w, r, f.log, err)
-		return
-	}
-	// Taken before the bounds are read: a commit after the read closes
-	// this channel, so the loop below never sleeps through it.
+	// Subscribed before the bounds are read: a commit after the read
+	// closes the channel the stream waits on, so it never sleeps through
+	// it.
 	tail := f.st.events
 	tail.subscribe()
 	defer tail.unsubscribe()
-	want, readable := maskOf(q.types), maskOf(readableTypes(ctx, nil))
-	wake := tail.waitFor(want)
-	bounds, err := f.st.eventBounds(ctx)
-	if err != nil {
+	st := &openStreamState{f: f, ctx: ctx, s: s, tail: tail, want: maskOf(q.types), readable: maskOf(readableTypes(ctx, nil)),
+		opened: streamKey{id: key, scopes: callerScopes(ctx)}, keys: f.keys.keys()}
+	wake := tail.waitFor(st.want)
+	if err := st.position(r, q); err != nil {
 		writeError(w, r, f.log, err)
 		return
 	}
-	cursor := bounds.end // without a position: only new events
-	switch {
-	case fromHeader:
-		cursor = id
-	case q.hasAfter:
-		cursor = q.after
-	}
-	if cursor < bounds.prunedThrough {
-		writeError(w, r, f.log, cursorExpired(cursor, bounds.prunedThrough))
+	if !st.open(w) {
 		return
 	}
+	st.heartbeat = time.NewTimer(f.cfg.heartbeat)
+	defer st.heartbeat.Stop()
+	stopExpiry := st.watchExpiry()
+	defer stopExpiry()
+	st.run(wake)
+}
 
-	rc := http.NewResponseController(w)
+// openStreamState is one open stream, as its steps share it: where it is in
+// the feed, what it sends, the key it was opened with, and its answer.
+type openStreamState struct {
+	f              *feed
+	ctx            context.Context
+	s              *stream
+	tail           *eventTail
+	want, readable typeMask  // the types it sends, and those its key may read
+	opened         streamKey // the key it was opened with
+	keys           *keySet   // the key set opened was checked against; a reload closes its replaced
+	expiry         <-chan time.Time
+
+	rc        *http.ResponseController
+	w         http.ResponseWriter
+	buf       []byte
+	heartbeat *time.Timer
+
+	cursor    int64 // the newest event examined
+	lastFrame int64 // the id of the last frame sent that carried one
+	// lastReadable is the newest event examined that the key may read,
+	// whatever the filter asked for: only such an event may move a
+	// bookmark (see heartbeatFrame).
+	lastReadable int64
+	events       []Event // the last batch read, its array reused
+}
+
+// position sets where the stream starts: after Last-Event-ID when the
+// client reconnects, after the query's after, else at the feed's end (only
+// new events). A position the pruning passed is 410.
+func (st *openStreamState) position(r *http.Request, q eventsQuery) error {
+	id, fromHeader, err := lastEventID(r)
+	if err != nil {
+		return err
+	}
+	bounds, err := st.f.st.eventBounds(st.ctx)
+	if err != nil {
+		return err
+	}
+	st.cursor = bounds.end
+	switch {
+	case fromHeader:
+		st.cursor = id
+	case q.hasAfter:
+		st.cursor = q.after
+	}
+	if st.cursor < bounds.prunedThrough {
+		return cursorExpired(st.cursor, bounds.prunedThrough)
+	}
+	st.lastFrame, st.lastReadable = st.cursor, st.cursor
+	st.s.setCursor(st.cursor, st.want)
+	return nil
+}
+
+// open answers 200 with the stream's headers and its first frame, which
+// tells the client how soon to reconnect. It reports whether the stream
+// may go on.
+func (st *openStreamState) open(w http.ResponseWriter) bool {
+	st.w, st.rc = w, http.NewResponseController(w)
 	// The stream outlives the server's read timeout; its writes have their
 	// own deadline (the write timeout), set before each one.
-	_ = rc.SetReadDeadline(time.Time{})
+	_ = st.rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", eventStreamType)
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold the frames back
 	w.WriteHeader(http.StatusOK)
-	buf := make([]byte, 0, 4096)
-	buf = append(buf, "retry: "...)
-	buf = strconv.AppendInt(buf, streamRetry, 10)
-	buf = append(buf, "\n\n"...)
-	if !f.send(rc, w, buf) {
-		return
-	}
+	st.buf = make([]byte, 0, 4096)
+	st.buf = append(st.buf, "retry: "...)
+	st.buf = strconv.AppendInt(st.buf, streamRetry, 10)
+	st.buf = append(st.buf, "\n\n"...)
+	return st.send()
+}
 
-	heartbeat := time.NewTimer(f.cfg.heartbeat)
-	defer heartbeat.Stop()
-	opened := streamKey{id: key, scopes: callerScopes(ctx)}
-	keys := f.keys.keys()       // the key set opened was checked against; a reload closes its replaced
-	var expiry <-chan time.Time // fires at the key's expiry, if it has one
-	if e, ok := keys.byID(key); ok && !e.expires.IsZero() {
-		// It only makes the check below run at the expiry rather than at
-		// the next heartbeat: the check itself reads the feed's clock.
-		t := time.NewTimer(e.expires.Sub(f.now()))
-		defer t.Stop()
-		expiry = t.C
+// watchExpiry arms a timer for the key's expiry, if it has one: it only
+// makes the key's check run at the expiry rather than at the next
+// heartbeat (the check itself reads the feed's clock). It returns what
+// stops the timer.
+func (st *openStreamState) watchExpiry() (stop func()) {
+	e, ok := st.keys.byID(st.opened.id)
+	if !ok || e.expires.IsZero() {
+		return func() {}
 	}
-	// lastReadable is the newest event examined that the key may read,
-	// whatever the filter asked for: only such an event may move a
-	// bookmark (see below).
-	lastFrame := cursor    // the id of the last frame sent that carried one
-	lastReadable := cursor // the newest event examined that the key may read
-	s.setCursor(cursor, want)
-	var events []Event
+	t := time.NewTimer(e.expires.Sub(st.f.now()))
+	st.expiry = t.C
+	return func() { t.Stop() }
+}
+
+// run sends what follows the position, then waits and sends again at each
+// wake-up, until the client goes, the key ends, or the server stops. Each
+// turn: everything after the cursor is sent (catchUp), then, when the
+// heartbeat was due and nothing went, a heartbeat frame; then it waits.
+func (st *openStreamState) run(wake <-chan struct{}) {
 	beat := false // the heartbeat is due: after the read, a frame must go
 	for {
-		// Read and send everything after the cursor, a batch at a time:
-		// from the tail while it can tell, else from the table.
-		sent := false
-		for {
-			r, fromTail := tail.read(cursor, want, readable, events)
-			if !fromTail {
-				var prunedThrough int64
-				r.events, prunedThrough, err = f.st.streamEvents(ctx, cursor)
-				if err != nil {
-					if ctx.Err() == nil {
-						f.log.WarnContext(ctx, "event stream ended: reading the events failed", "err", err)
-					}
-					return
-				}
-				if cursor < prunedThrough {
-					// Events after the cursor were pruned while the
-					// stream waited: they cannot be sent any more, so
-					// the stream ends, and the client's reconnection
-					// gets the 410 that says so.
-					return
-				}
-				r.cursor, r.more = cursor, len(r.events) == streamReadBatch
-				all := r.events
-				r.events = r.events[:0]
-				for _, ev := range all {
-					r.cursor = ev.ID
-					bit := typeBit(ev.Type)
-					if readable&bit != 0 {
-						r.readable = ev.ID
-					}
-					if want&bit != 0 {
-						r.events = append(r.events, ev)
-					}
-				}
-			}
-			events = r.events
-			// Checked after the read: every event read was committed
-			// before this check, so none committed after the key ended is
-			// ever sent.
-			if end := f.keyEnded(opened); end != nil {
-				f.send(rc, w, end)
-				return
-			}
-			buf = buf[:0]
-			for _, ev := range r.events {
-				buf = appendEventFrame(buf, ev)
-				lastFrame = ev.ID
-			}
-			cursor, lastReadable = r.cursor, max(lastReadable, r.readable)
-			s.setCursor(cursor, want)
-			if len(buf) > 0 {
-				if !f.send(rc, w, buf) {
-					return
-				}
-				sent = true
-				heartbeat.Reset(f.cfg.heartbeat)
-			}
-			if !r.more {
-				break
-			}
-		}
-		if beat && !sent {
-			buf = buf[:0]
-			if lastReadable > lastFrame {
-				// Events the key may read were examined and skipped by
-				// the filter: a bookmark moves the client's Last-Event-ID
-				// past them. Never past one it may not read: its id
-				// would tell that something the key may not see
-				// happened.
-				buf = append(buf, "event: bookmark\nid: "...)
-				buf = strconv.AppendInt(buf, lastReadable, 10)
-				buf = append(buf, "\ndata: {}\n\n"...)
-				lastFrame = lastReadable
-			} else {
-				buf = append(buf, ": keep-alive\n\n"...)
-			}
-			if !f.send(rc, w, buf) {
-				return
-			}
-			heartbeat.Reset(f.cfg.heartbeat)
-		}
-		beat = false
-		select {
-		case <-wake:
-		case <-keys.replaced:
-			keys = f.keys.keys()
-			continue // checked by the read above
-		case <-expiry:
-			continue
-		case <-heartbeat.C:
-			// The read above first: a stream woken only for what it
-			// wants learns there of the events it skipped, and checks its
-			// key.
-			beat = true
-			continue
-		case <-ctx.Done():
-			return
-		case <-f.shutdown:
+		sent, ok := st.catchUp()
+		if !ok {
 			return
 		}
-		wake = tail.waitFor(want)
+		if beat && !sent && !st.heartbeatFrame() {
+			return
+		}
+		var goOn bool
+		if beat, goOn = st.wait(wake); !goOn {
+			return
+		}
+		if !beat && st.woken(wake) {
+			wake = st.tail.waitFor(st.want)
+		}
 	}
 }
+
+// catchUp reads and sends everything after the cursor, a batch at a time,
+// checking the key after each read. It reports whether a frame was sent,
+// and whether the stream may go on.
+func (st *openStreamState) catchUp() (sent, ok bool) {
+	for {
+		r, ok := st.read()
+		if !ok {
+			return sent, false
+		}
+		st.events = r.events
+		// Checked after the read: every event read was committed before
+		// this check, so none committed after the key ended is ever sent.
+		if end := st.f.keyEnded(st.opened); end != nil {
+			st.buf = append(st.buf[:0], end...)
+			st.send()
+			return sent, false
+		}
+		st.buf = st.buf[:0]
+		for _, ev := range r.events {
+			st.buf = appendEventFrame(st.buf, ev)
+			st.lastFrame = ev.ID
+		}
+		st.cursor, st.lastReadable = r.cursor, max(st.lastReadable, r.readable)
+		st.s.setCursor(st.cursor, st.want)
+		if len(st.buf) > 0 {
+			if !st.send() {
+				return sent, false
+			}
+			sent = true
+			st.heartbeat.Reset(st.f.cfg.heartbeat)
+		}
+		if !r.more {
+			return sent, true
+		}
+	}
+}
+
+// read reads the next batch after the cursor: from the tail while it can
+// tell, else from the table. It reports false when the stream must end: the
+// read failed, or events after the cursor were pruned while the stream
+// waited (they cannot be sent any more, and the client's reconnection gets
+// the 410 that says so).
+func (st *openStreamState) read() (tailRead, bool) {
+	r, fromTail := st.tail.read(st.cursor, st.want, st.readable, st.events)
+	if fromTail {
+		return r, true
+	}
+	events, prunedThrough, err := st.f.st.streamEvents(st.ctx, st.cursor)
+	if err != nil {
+		if st.ctx.Err() == nil {
+			st.f.log.WarnContext(st.ctx, "event stream ended: reading the events failed", "err", err)
+		}
+		return r, false
+	}
+	if st.cursor < prunedThrough {
+		return r, false
+	}
+	r = tailRead{cursor: st.cursor, more: len(events) == streamReadBatch, events: events[:0]}
+	for _, ev := range events {
+		r.cursor = ev.ID
+		bit := typeBit(ev.Type)
+		if st.readable&bit != 0 {
+			r.readable = ev.ID
+		}
+		if st.want&bit != 0 {
+			r.events = append(r.events, ev)
+		}
+	}
+	return r, true
+}
+
+// heartbeatFrame sends the frame of a due heartbeat: a bookmark when events
+// the key may read were examined and skipped by the filter, which moves the
+// client's Last-Event-ID past them (never past one it may not read: its id
+// would tell that something the key may not see happened), else a
+// keep-alive comment. It reports whether the stream may go on.
+func (st *openStreamState) heartbeatFrame() bool {
+	st.buf = st.buf[:0]
+	if st.lastReadable > st.lastFrame {
+		st.buf = append(st.buf, "event: bookmark\nid: "...)
+		st.buf = strconv.AppendInt(st.buf, st.lastReadable, 10)
+		st.buf = append(st.buf, "\ndata: {}\n\n"...)
+		st.lastFrame = st.lastReadable
+	} else {
+		st.buf = append(st.buf, ": keep-alive\n\n"...)
+	}
+	if !st.send() {
+		return false
+	}
+	st.heartbeat.Reset(st.f.cfg.heartbeat)
+	return true
+}
+
+// wait waits for what makes the stream read again: the events it wants
+// (wake), a reload of the keys, the key's expiry or the heartbeat (each
+// checked by the read that follows: a stream woken only for what it wants
+// learns there of the events it skipped, and checks its key). beat says
+// the heartbeat is due; goOn is false when the client went or the server
+// stops.
+func (st *openStreamState) wait(wake <-chan struct{}) (beat, goOn bool) {
+	select {
+	case <-wake:
+	case <-st.keys.replaced:
+		st.keys = st.f.keys.keys()
+	case <-st.expiry:
+	case <-st.heartbeat.C:
+		return true, true
+	case <-st.ctx.Done():
+		return false, false
+	case <-st.f.shutdown:
+		return false, false
+	}
+	return false, true
+}
+
+// woken reports whether wake has fired: only then is a new wake-up channel
+// taken (a reload or an expiry reads again on the same one).
+func (st *openStreamState) woken(wake <-chan struct{}) bool {
+	select {
+	case <-wake:
+		return true
+	default:
+		return false
+	}
+}
+
+// send writes the buffer to the client and flushes it, within the write
+// timeout. It reports whether the stream may go on.
+func (st *openStreamState) send() bool { return st.f.send(st.rc, st.w, st.buf) }
 
 // streamKey is the key an open stream was opened with (or whose ticket
 // opened it): its identity, and the scopes it held then, which shaped what
