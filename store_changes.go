@@ -1,13 +1,10 @@
 package main
 
 import (
-	"cmp"
 	"database/sql"
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -215,76 +212,71 @@ func (tx *txn) finishJob(at time.Time) (changeSet, []Event) {
 	return cs, events
 }
 
-// flushStaged inserts the pets staged by the batch's jobs so far, whose
-// creation stageRow recorded (staging is the funnel's: recorded when
-// staged, written here), and checks that the rows inserted are the rows
-// staged: on SQLite, that as many rows were inserted (the values are bound
-// as they are, into STRICT columns); on PostgreSQL, where they go through
-// JSON and casts, that the rows returned are those staged.
-func (tx *txn) flushStaged() error {
+// rowStage is the rows of one resource that a batch's insert-only jobs
+// staged (see batchState), written together by the funnel. A resource
+// whose creates stage their rows implements it in its store file, with the
+// statement that inserts them all.
+type rowStage interface {
+	// resource is the resource whose rows are staged.
+	resource() resource
+	// pending reports whether staged rows wait to be written.
+	pending() bool
+	// write inserts the rows staged so far, in one statement, checks that
+	// the rows inserted are the rows staged, and empties the stage.
+	write(tx *txn) error
+}
+
+// stageOf returns the batch's stage of res's rows, which newStage makes on
+// first use. Staging is the funnel's: a row staged is recorded by stageRow
+// when staged, and written by flushStaged.
+func stageOf[S rowStage](tx *txn, res resource, newStage func() S) S {
 	b := tx.batch
-	staged := b.staged
-	b.staged = nil
-	if tx.st.dialect == postgresDialect {
-		return tx.flushStagedJSON(staged)
+	for _, st := range b.stages {
+		if st.resource() == res {
+			return st.(S)
+		}
 	}
-	args := make([]any, 0, 4*len(staged))
-	for _, p := range staged {
-		args = append(args, p.ID, p.Name, p.CategoryID, p.Status)
-	}
-	n, err := tx.st.petStmts.insertRows.values.exec(tx, args)
-	if err != nil {
-		return tx.st.failedWrite("insert pets", err)
-	}
-	if n != int64(len(staged)) {
-		return fmt.Errorf("insert pets: %d rows inserted for the %d staged", n, len(staged))
-	}
-	return nil
+	st := newStage()
+	b.stages = append(b.stages, st)
+	return st
 }
 
-// flushStagedJSON is flushStaged on PostgreSQL: one statement.
-func (tx *txn) flushStagedJSON(staged []Pet) error {
-	rows, err := tx.query(tx.st.petStmts.insertMany.stmt, string(appendPetRows(make([]byte, 0, 64*len(staged)), staged)))
-	if err != nil {
-		return tx.st.failedWrite("insert pets", err)
-	}
-	defer rows.Close()
-	inserted := make([]Pet, 0, len(staged))
-	for rows.Next() {
-		var p Pet
-		if err := scanPet(rows, &p); err != nil {
-			return tx.st.failedWrite("insert pets", err)
-		}
-		inserted = append(inserted, p)
-	}
-	if err := rows.Err(); err != nil {
-		return tx.st.failedWrite("insert pets", err)
-	}
-	// RETURNING promises no order.
-	slices.SortFunc(inserted, func(a, b Pet) int { return cmp.Compare(a.ID, b.ID) })
-	if !slices.Equal(inserted, staged) {
-		return fmt.Errorf("insert pets: %d rows inserted are not the %d staged", len(inserted), len(staged))
-	}
-	return nil
+// insertStaged runs values, the statement that inserts a stage's rows,
+// with args, the rows stageRow recorded when they were staged, and returns
+// how many it inserted.
+func (tx *txn) insertStaged(values rowValues, args []any) (int64, error) {
+	return values.values.exec(tx, args)
 }
 
-// appendPetRows appends pets as the JSON array of [id, name, category_id,
-// status] arrays that sqlInsertPetsJSON reads.
-func appendPetRows(dst []byte, pets []Pet) []byte {
-	dst = append(dst, '[')
-	for i, p := range pets {
-		if i > 0 {
-			dst = append(dst, ',')
+// queryStaged runs stmt, a statement that inserts a stage's rows, given in
+// args as they were recorded, and returns the rows inserted, for the stage
+// to check against those it staged.
+func (tx *txn) queryStaged(stmt rowStatement, args ...any) (*sql.Rows, error) {
+	return tx.query(stmt.stmt, args...)
+}
+
+// hasStaged reports whether rows staged by the batch's jobs wait to be
+// written.
+func (b *batchState) hasStaged() bool {
+	for _, st := range b.stages {
+		if st.pending() {
+			return true
 		}
-		dst = append(dst, '[')
-		dst = strconv.AppendInt(dst, p.ID, 10)
-		dst = append(dst, ',')
-		dst = appendJSONString(dst, p.Name)
-		dst = append(dst, ',')
-		dst = strconv.AppendInt(dst, p.CategoryID, 10)
-		dst = append(dst, ',')
-		dst = appendJSONString(dst, p.Status)
-		dst = append(dst, ']')
 	}
-	return append(dst, ']')
+	return false
+}
+
+// flushStaged inserts the rows the batch's jobs staged so far, each
+// resource's in one statement, in the order the stages began (so that a
+// staged row's references were staged, or written, before it).
+func (tx *txn) flushStaged() error {
+	for _, st := range tx.batch.stages {
+		if !st.pending() {
+			continue
+		}
+		if err := st.write(tx); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 )
 
 // The pets' SQL. The list statements are keyset pages (see queryPage);
@@ -207,19 +210,21 @@ func (s *store) seed(ctx context.Context, pets []newPet) (int, error) {
 
 // insertPet adds p and returns it with its id, which is greater than every
 // id before it (AUTOINCREMENT on SQLite; on PostgreSQL a sequence, and ids
-// commit in their order, see writeLock).
+// commit in their order, see writeLock). In a batch that stages, the pet is
+// staged (petStage) and inserted with the others of the batch.
 func (tx *txn) insertPet(p newPet) (Pet, error) {
 	if b := tx.batch; b != nil && b.stage {
-		if b.nextPetID == 0 {
+		stage := stageOf(tx, petsResource, func() *petStage { return &petStage{} })
+		if stage.nextID == 0 {
 			var last int64
 			if err := tx.queryRow(tx.st.petStmts.lastID).Scan(&last); err != nil {
 				return Pet{}, tx.st.failedWrite("read the last pet id", err)
 			}
-			b.nextPetID = last + 1
+			stage.nextID = last + 1
 		}
-		pet := Pet{ID: b.nextPetID, Name: p.Name, CategoryID: p.CategoryID, Status: p.Status}
-		b.nextPetID++
-		b.staged = append(b.staged, pet)
+		pet := Pet{ID: stage.nextID, Name: p.Name, CategoryID: p.CategoryID, Status: p.Status}
+		stage.nextID++
+		stage.rows = append(stage.rows, pet)
 		stageRow(tx, petsResource, pet.ID, pet)
 		return pet, nil
 	}
@@ -228,6 +233,87 @@ func (tx *txn) insertPet(p newPet) (Pet, error) {
 		err = fmt.Errorf("insert pet: no row returned")
 	}
 	return pet, err
+}
+
+// petStage is the pets a batch's creates staged (see batchState): their
+// ids taken in order from the last one, read once per batch.
+type petStage struct {
+	rows   []Pet // in id order
+	nextID int64 // the id the next staged pet takes; 0 until read
+}
+
+func (ps *petStage) resource() resource { return petsResource }
+func (ps *petStage) pending() bool      { return len(ps.rows) > 0 }
+
+// write inserts the staged pets and checks that the rows inserted are the
+// rows staged: on SQLite, that as many rows were inserted (the values are
+// bound as they are, into STRICT columns); on PostgreSQL, where they go
+// through JSON and casts, that the rows returned are those staged.
+func (ps *petStage) write(tx *txn) error {
+	staged := ps.rows
+	ps.rows = nil
+	if tx.st.dialect == postgresDialect {
+		return writePetsJSON(tx, staged)
+	}
+	args := make([]any, 0, 4*len(staged))
+	for _, p := range staged {
+		args = append(args, p.ID, p.Name, p.CategoryID, p.Status)
+	}
+	n, err := tx.insertStaged(tx.st.petStmts.insertRows, args)
+	if err != nil {
+		return tx.st.failedWrite("insert pets", err)
+	}
+	if n != int64(len(staged)) {
+		return fmt.Errorf("insert pets: %d rows inserted for the %d staged", n, len(staged))
+	}
+	return nil
+}
+
+// writePetsJSON is petStage.write on PostgreSQL: one statement.
+func writePetsJSON(tx *txn, staged []Pet) error {
+	rows, err := tx.queryStaged(tx.st.petStmts.insertMany, string(appendPetRows(make([]byte, 0, 64*len(staged)), staged)))
+	if err != nil {
+		return tx.st.failedWrite("insert pets", err)
+	}
+	defer rows.Close()
+	inserted := make([]Pet, 0, len(staged))
+	for rows.Next() {
+		var p Pet
+		if err := scanPet(rows, &p); err != nil {
+			return tx.st.failedWrite("insert pets", err)
+		}
+		inserted = append(inserted, p)
+	}
+	if err := rows.Err(); err != nil {
+		return tx.st.failedWrite("insert pets", err)
+	}
+	// RETURNING promises no order.
+	slices.SortFunc(inserted, func(a, b Pet) int { return cmp.Compare(a.ID, b.ID) })
+	if !slices.Equal(inserted, staged) {
+		return fmt.Errorf("insert pets: %d rows inserted are not the %d staged", len(inserted), len(staged))
+	}
+	return nil
+}
+
+// appendPetRows appends pets as the JSON array of [id, name, category_id,
+// status] arrays that sqlInsertPetsJSON reads.
+func appendPetRows(dst []byte, pets []Pet) []byte {
+	dst = append(dst, '[')
+	for i, p := range pets {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '[')
+		dst = strconv.AppendInt(dst, p.ID, 10)
+		dst = append(dst, ',')
+		dst = appendJSONString(dst, p.Name)
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, p.CategoryID, 10)
+		dst = append(dst, ',')
+		dst = appendJSONString(dst, p.Status)
+		dst = append(dst, ']')
+	}
+	return append(dst, ']')
 }
 
 // pageRequest asks for one keyset page: up to limit rows with an id greater

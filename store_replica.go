@@ -103,7 +103,7 @@ type replicator struct {
 type replicaWaiter struct {
 	once   sync.Once
 	answer func(error)
-	timer  *time.Timer
+	timer  atomic.Pointer[time.Timer] // set just after the timer starts, which may fire first
 	since  time.Time
 	r      *replicator
 }
@@ -111,7 +111,9 @@ type replicaWaiter struct {
 // finish answers the waiter, once.
 func (w *replicaWaiter) finish(err error) {
 	w.once.Do(func() {
-		w.timer.Stop()
+		if t := w.timer.Load(); t != nil {
+			t.Stop()
+		}
 		w.r.waits.Observe(time.Since(w.since).Seconds())
 		w.answer(err)
 	})
@@ -179,7 +181,7 @@ func (r *replicator) open(ctx context.Context, path string) error {
 // than -replicate-timeout (or the service lost the lease). It never blocks.
 func (r *replicator) afterReplicated(answer func(error)) {
 	w := &replicaWaiter{answer: answer, since: time.Now(), r: r}
-	w.timer = time.AfterFunc(r.settings.timeout, func() { w.finish(errReplicaUnavailable) })
+	w.timer.Store(time.AfterFunc(r.settings.timeout, func() { w.finish(errReplicaUnavailable) }))
 	r.mu.Lock()
 	r.waiting = append(r.waiting, w)
 	r.mu.Unlock()

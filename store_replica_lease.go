@@ -94,7 +94,7 @@ func (e *replicaHeldError) Error() string {
 	who := e.owner
 	var o leaseOwner
 	if json.Unmarshal([]byte(e.owner), &o) == nil && o.PID > 0 {
-		who = fmt.Sprintf("process %d on the host %s, started at %s", o.PID, abbreviate(o.Host), o.Started.Format(time.RFC3339))
+		who = fmt.Sprintf("process %d on the host %.64q, started at %s", o.PID, o.Host, o.Started.Format(time.RFC3339))
 	}
 	until := ""
 	if !e.expires.IsZero() {

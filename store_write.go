@@ -59,29 +59,31 @@ type txn struct {
 	st      *store
 	changes []change // what this job changed, in order
 	// batch is what the jobs of one run of a batch share (see stmt and
-	// insertPet); nil binds every statement afresh and stages nothing.
+	// stageOf); nil binds every statement afresh and stages nothing.
 	batch *batchState
 }
 
 // batchState is what the jobs of one run of a batch share: the statements
-// bound to its transaction, and the pets staged for insertion.
+// bound to its transaction, and the rows staged for insertion.
 //
-// A batch of creates would otherwise run one INSERT per pet: on PostgreSQL,
-// a round trip each, all of them while the batch holds the replicas' write
-// lock. So in a run without savepoints, an insert-only job (writeJob's
-// insertOnly) does not insert its pet: it takes the next id (read once per
-// batch, under the write lock: no other writer takes ids meanwhile),
-// records the creation like any insert, and stages the row. The staged
-// rows are inserted in one statement, in id order, before the next job
-// that is not insert-only runs and after the last job (flushStaged); a
-// failure there fails the run, which runs again with savepoints, where
-// every insert is its own statement. So every statement still sees every
-// row inserted before it, and the rows committed are those recorded.
+// A batch of creates would otherwise run one INSERT per row: on
+// PostgreSQL, a round trip each, all of them while the batch holds the
+// replicas' write lock. So in a run without savepoints, an insert-only job
+// (writeJob's insertOnly) does not insert its row: the resource's store
+// code takes the next id (read once per batch, under the write lock: no
+// other writer takes ids meanwhile), records the creation like any insert
+// (stageRow) and stages the row in its resource's rowStage (stageOf). The
+// staged rows are inserted, each resource's in one statement, before the
+// next job that is not insert-only runs and after the last job
+// (flushStaged); a failure there fails the run, which runs again with
+// savepoints, where every insert is its own statement. So every statement
+// still sees every row inserted before it, and the rows committed are
+// those recorded. Which resources stage, and how their rows are written,
+// is their store files' own: the funnel knows only rowStage.
 type batchState struct {
-	bound     map[*sql.Stmt]*sql.Stmt // the statements bound so far
-	stage     bool                    // insert-only jobs stage their pets
-	staged    []Pet                   // staged pets, in id order
-	nextPetID int64                   // the id the next staged pet takes; 0 until read
+	bound  map[*sql.Stmt]*sql.Stmt // the statements bound so far
+	stage  bool                    // the job running is insert-only: it stages its rows
+	stages []rowStage              // the rows staged, a stage per resource, in the order the stages began
 }
 
 // batchChanges is what the jobs of a batch changed: in the caches' terms,
@@ -293,31 +295,82 @@ func answerJobs(batch []*writeJob, results []jobResult, replicaErr error) {
 // succeeded. results holds each job's own result; err is the transaction's,
 // which every job without a result of its own shares, counted and marked as
 // failedWrite does (so that a full or read-only disk is a 503, not a 500).
-// changes is what the jobs that succeeded changed.
+// changes is what the jobs that succeeded changed. Its steps: begin the
+// batch's transaction, run the jobs, write what they staged and their
+// events, commit.
 func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobResult, changes batchChanges, committed bool, err error) {
 	results = make([]jobResult, len(batch))
-	// The transaction belongs to the batch, not to any one request: a
-	// client that goes away must not roll back the others' rows.
-	bg := context.Background()
-	if s.dialect == postgresDialect {
-		// Across a network, a database that stops answering must fail
-		// the batch rather than hold every writer of this replica.
-		var cancel context.CancelFunc
-		bg, cancel = context.WithTimeout(bg, pgBatchTimeout)
-		defer cancel()
-	}
-	sqlTx, err := s.writer.BeginTx(bg, nil)
+	bt, err := s.beginBatch()
 	if err != nil {
-		return results, changes, false, s.failedWrite("begin write transaction", err)
+		return results, changes, false, err
 	}
-	defer sqlTx.Rollback() // a no-op after Commit
+	defer bt.end()
+	succeeded, err := bt.runJobs(batch, savepoints, results, &changes)
+	if err != nil || !succeeded {
+		return results, changes, false, err
+	}
+	if err := bt.writeStagedAndEvents(len(batch), &changes); err != nil {
+		clear(results)
+		return results, changes, false, err
+	}
+	if err := bt.sqlTx.Commit(); err != nil {
+		// Every job shares the commit's failure, whatever it returned.
+		clear(results)
+		return results, changes, false, s.failedWrite("commit write transaction", err)
+	}
+	return results, changes, true, nil
+}
+
+// batchTx is one run of a batch: its transaction, the context its
+// statements run on, and what its jobs share.
+type batchTx struct {
+	s      *store
+	ctx    context.Context
+	cancel context.CancelFunc
+	sqlTx  *sql.Tx
+	shared *batchState
+}
+
+// beginBatch begins a batch's transaction (on PostgreSQL, with the write
+// lock taken). The transaction belongs to the batch, not to any one
+// request: a client that goes away must not roll back the others' rows.
+// On PostgreSQL, across a network, a database that stops answering fails
+// the batch (pgBatchTimeout) rather than hold every writer of this replica.
+func (s *store) beginBatch() (*batchTx, error) {
+	bt := &batchTx{s: s, ctx: context.Background(), cancel: func() {}, shared: &batchState{bound: map[*sql.Stmt]*sql.Stmt{}}}
 	if s.dialect == postgresDialect {
-		if _, err := sqlTx.ExecContext(bg, "SELECT pg_advisory_xact_lock($1)", writeLock); err != nil {
-			return results, changes, false, s.failedWrite("take the write lock", err)
+		bt.ctx, bt.cancel = context.WithTimeout(bt.ctx, pgBatchTimeout)
+	}
+	var err error
+	if bt.sqlTx, err = s.writer.BeginTx(bt.ctx, nil); err != nil {
+		bt.cancel()
+		return nil, s.failedWrite("begin write transaction", err)
+	}
+	if s.dialect == postgresDialect {
+		if _, err := bt.sqlTx.ExecContext(bt.ctx, "SELECT pg_advisory_xact_lock($1)", writeLock); err != nil {
+			bt.end()
+			return nil, s.failedWrite("take the write lock", err)
 		}
 	}
-	succeeded := false
-	shared := &batchState{bound: map[*sql.Stmt]*sql.Stmt{}}
+	return bt, nil
+}
+
+// end rolls the transaction back (a no-op after Commit) and ends its
+// context.
+func (bt *batchTx) end() {
+	bt.sqlTx.Rollback()
+	bt.cancel()
+}
+
+// txn is a job's view of the batch's transaction.
+func (bt *batchTx) txn() *txn { return &txn{ctx: bt.ctx, tx: bt.sqlTx, st: bt.s, batch: bt.shared} }
+
+// runJobs runs each job of the batch whose request still waits, putting
+// its result in results and what it changed in changes. It reports whether
+// any job succeeded, or errRetryWithSavepoints when, without savepoints, a
+// job failed (the run must start again with them), or the transaction's
+// error.
+func (bt *batchTx) runJobs(batch []*writeJob, savepoints bool, results []jobResult, changes *batchChanges) (succeeded bool, err error) {
 	for i, job := range batch {
 		if err := job.ctx.Err(); err != nil {
 			// The request ended while it waited: its write never starts.
@@ -326,80 +379,72 @@ func (s *store) attemptBatch(batch []*writeJob, savepoints bool) (results []jobR
 		}
 		// Once started, a job runs to its end, on the batch's context:
 		// interrupting a statement half-way would only waste the work.
-		tx := &txn{ctx: bg, tx: sqlTx, st: s, batch: shared}
-		if !savepoints && !job.insertOnly && len(shared.staged) > 0 {
+		tx := bt.txn()
+		if !savepoints && !job.insertOnly && bt.shared.hasStaged() {
 			// This job may read or change what the staged rows hold.
 			if err := tx.flushStaged(); err != nil {
-				return results, changes, false, errRetryWithSavepoints
+				return false, errRetryWithSavepoints
 			}
 		}
-		shared.stage = !savepoints && job.insertOnly
-		var cs changeSet
-		var events []Event
+		bt.shared.stage = !savepoints && job.insertOnly
+		value, cs, events, jobErr, txErr := bt.runJob(tx, job, savepoints, len(batch))
 		switch {
-		case !savepoints:
-			value, err := job.run(tx)
-			if err != nil {
-				if len(batch) > 1 || s.transient(err) {
-					return results, changes, false, errRetryWithSavepoints
-				}
-				// Alone in the transaction, its failure leaves nothing
-				// to commit.
-				results[i].err = err
-				continue
-			}
-			cs, events = tx.finishJob(s.now())
-			results[i] = jobResult{value: value, ok: true}
-		default:
-			var value any
-			var jobErr, txErr error
-			value, cs, events, jobErr, txErr = s.runInSavepoint(tx, job)
-			if txErr != nil {
-				// The transaction itself is in doubt: nothing in it may
-				// be committed.
-				return results, changes, false, txErr
-			}
-			if jobErr != nil {
-				results[i].err = jobErr
-				continue
-			}
-			results[i] = jobResult{value: value, ok: true}
+		case txErr != nil:
+			return false, txErr
+		case jobErr != nil:
+			results[i].err = jobErr
+			continue
 		}
+		results[i] = jobResult{value: value, ok: true}
 		succeeded = true
 		changes.add(cs, events)
 	}
-	if !succeeded {
-		return results, changes, false, nil
+	return succeeded, nil
+}
+
+// runJob runs one job: alone in the transaction without savepoints (a
+// failure of a job among others, or a transient one, is txErr
+// errRetryWithSavepoints: the batch runs again with savepoints), inside
+// its own savepoint otherwise (see runInSavepoint). jobErr is the job's own
+// failure, which undoes only it; txErr, one that the transaction cannot be
+// trusted after.
+func (bt *batchTx) runJob(tx *txn, job *writeJob, savepoints bool, batchLen int) (value any, cs changeSet, events []Event, jobErr, txErr error) {
+	if savepoints {
+		return bt.s.runInSavepoint(tx, job)
 	}
-	if len(shared.staged) > 0 {
-		tx := &txn{ctx: bg, tx: sqlTx, st: s, batch: shared}
-		if err := tx.flushStaged(); err != nil {
-			if len(batch) > 1 || s.transient(err) {
-				return results, changes, false, errRetryWithSavepoints
+	value, err := job.run(tx)
+	if err != nil {
+		if batchLen > 1 || bt.s.transient(err) {
+			return nil, cs, nil, nil, errRetryWithSavepoints
+		}
+		// Alone in the transaction, its failure leaves nothing to commit.
+		return nil, cs, nil, err, nil
+	}
+	cs, events = tx.finishJob(bt.s.now())
+	return value, cs, events, nil, nil
+}
+
+// writeStagedAndEvents writes, after the last job, the rows still staged
+// and the events of every job that succeeded, in one statement: one round
+// trip per batch on PostgreSQL, rather than one per change. There the same
+// statement notifies the listeners of every replica, which PostgreSQL
+// delivers when, and only if, the transaction commits: a wake-up, never
+// the data (the streams read the events from the table).
+func (bt *batchTx) writeStagedAndEvents(batchLen int, changes *batchChanges) error {
+	if bt.shared.hasStaged() {
+		if err := bt.txn().flushStaged(); err != nil {
+			if batchLen > 1 || bt.s.transient(err) {
+				return errRetryWithSavepoints
 			}
-			clear(results)
-			return results, changes, false, err
+			return err
 		}
 	}
-	if len(changes.events) > 0 {
-		// The events of every job that succeeded, in one statement: one
-		// round trip per batch on PostgreSQL, rather than one per change.
-		// There the same statement notifies the listeners of every
-		// replica, which PostgreSQL delivers when, and only if, the
-		// transaction commits: a wake-up, never the data (the streams read
-		// the events from the table).
-		tx := &txn{ctx: bg, tx: sqlTx, st: s, batch: shared}
-		if changes.written, err = tx.insertEvents(changes.events); err != nil {
-			clear(results)
-			return results, changes, false, err
-		}
+	if len(changes.events) == 0 {
+		return nil
 	}
-	if err := sqlTx.Commit(); err != nil {
-		// Every job shares the commit's failure, whatever it returned.
-		clear(results)
-		return results, changes, false, s.failedWrite("commit write transaction", err)
-	}
-	return results, changes, true, nil
+	var err error
+	changes.written, err = bt.txn().insertEvents(changes.events)
+	return err
 }
 
 // writeStatements are the savepoint statements of a batch run with
