@@ -238,8 +238,27 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	return cfg, cfg.check()
 }
 
-// check validates the settings and loads the files they name.
+// check validates the settings and loads the files they name, in the
+// order a person reads them in: where it listens, the database, the
+// limits, the feed and the webhooks, the keys, the seed.
 func (cfg *config) check() error {
+	for _, step := range []func() error{cfg.checkListeners, cfg.checkDatabase, cfg.checkLimits, cfg.events.check, cfg.webhooks.check, cfg.checkKeys} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	if cfg.seedFile != "" {
+		var err error
+		if cfg.seed, err = readSeed(cfg.seedFile); err != nil {
+			return &configError{settingName("seed"), err.Error()}
+		}
+	}
+	return nil
+}
+
+// checkListeners checks HTTPS and the addresses the service listens on
+// (-domain moves -addr's default to :443).
+func (cfg *config) checkListeners() error {
 	if err := cfg.tls.check(cfg.given); err != nil {
 		return err
 	}
@@ -254,6 +273,11 @@ func (cfg *config) check() error {
 			return &configError{settingName("pprof-addr"), err.Error()}
 		}
 	}
+	return nil
+}
+
+// checkDatabase checks -db, its replication and its connections.
+func (cfg *config) checkDatabase() error {
 	if isPostgresURL(cfg.dbPath) {
 		if _, err := pgx.ParseConfig(cfg.dbPath); err != nil {
 			// pgx's message may quote the URL, password included.
@@ -271,6 +295,12 @@ func (cfg *config) check() error {
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return &configError{settingName("log-format"), fmt.Sprintf("%q is not text or json", cfg.logFormat)}
 	}
+	return nil
+}
+
+// checkLimits checks the timeouts and the bounds of requests and
+// connections.
+func (cfg *config) checkLimits() error {
 	if err := checkDurations(false, map[string]time.Duration{"read-header-timeout": cfg.readHeaderTimeout, "read-timeout": cfg.readTimeout,
 		"write-timeout": cfg.writeTimeout, "idle-timeout": cfg.idleTimeout, "shutdown-timeout": cfg.shutdownTimeout}); err != nil {
 		return err
@@ -295,15 +325,11 @@ func (cfg *config) check() error {
 	if cfg.limits.idempotencyTTL <= 0 {
 		return &configError{settingName("idempotency-ttl"), fmt.Sprintf("%v is not positive; keys must be kept for some time, such as 24h", cfg.limits.idempotencyTTL)}
 	}
-	if err := cfg.limits.checkRate(); err != nil {
-		return err
-	}
-	if err := cfg.events.check(); err != nil {
-		return err
-	}
-	if err := cfg.webhooks.check(); err != nil {
-		return err
-	}
+	return cfg.limits.checkRate()
+}
+
+// checkKeys loads the secret of key identities and the keys under it.
+func (cfg *config) checkKeys() error {
 	var secret []byte
 	if isPostgresURL(cfg.dbPath) && cfg.secretFile == "" {
 		// There is no file beside a URL: every replica reads the one
@@ -313,6 +339,7 @@ func (cfg *config) check() error {
 		// loads them again under the database's secret.
 		cfg.secretInDB = true
 	} else {
+		var err error
 		if secret, err = loadSecret(cfg.secretFile, cfg.dbPath); err != nil {
 			return &configError{settingName("secret-file"), err.Error()}
 		}
@@ -332,11 +359,6 @@ func (cfg *config) check() error {
 		// The key generated for a database in memory is kept nowhere, so it
 		// could only be shown in the log, which must never hold a key.
 		return &configError{envPrefix + "API_KEYS", "no API key is configured, and with -log-format json and -db :memory: a generated key could only be shown in the log; set PETSTORE_API_KEYS or -api-keys-file"}
-	}
-	if cfg.seedFile != "" {
-		if cfg.seed, err = readSeed(cfg.seedFile); err != nil {
-			return &configError{settingName("seed"), err.Error()}
-		}
 	}
 	return nil
 }
