@@ -481,3 +481,61 @@ func TestRestoreAtATimeThenServeIt(t *testing.T) {
 		t.Errorf("the latest state, after serving the restored file, mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// The drill's directory and replica in docs/operations.md, which
+// TestTheRestoreDrillRuns replaces with its own.
+const (
+	drillDir     = "/var/lib/petstore"
+	drillReplica = "s3://petstore-replica/shop?endpoint=https://s3.example.net"
+)
+
+// TestTheRestoreDrillRuns runs the drill of docs/operations.md ("The restore
+// drill") as written: the service, replicating into a file:// replica, is
+// stopped where the drill says systemctl stop, and its database damaged; the
+// drill's commands between run with sh in its directory (the built binary
+// as petstore; the drill's directory and replica URL replaced by this
+// test's); the service started where it says systemctl start serves the
+// pets it had, and replicates again.
+func TestTheRestoreDrillRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary")
+	}
+	t.Parallel()
+	cmds := shellTour(t, "docs/operations.md", "The restore drill")
+	if len(cmds) < 4 || cmds[0].command != "systemctl stop petstore" || cmds[len(cmds)-1].command != "systemctl start petstore" {
+		t.Fatalf("the drill does not stop the service first and start it last: %q", cmds)
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "petstore.db")
+	url := "file://" + filepath.Join(t.TempDir(), "replica")
+	rs := startReplicating(t, db, url)
+	var pets []Pet
+	for _, name := range []string{"Rex", "Tom"} {
+		res := doRequest(t, rs.URL, "POST", "/v1/pets", fmt.Sprintf(`{"name":%q,"categoryId":1}`, name), nil)
+		pets = append(pets, decode[Pet](t, res))
+	}
+	if err := rs.stop(t); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	writeFile(t, db, "the damage the drill repairs")
+	var commands []string
+	var script string
+	for _, c := range cmds[1 : len(cmds)-1] {
+		script += c.command + "\n"
+		commands = append(commands, strings.NewReplacer(drillDir, dir, drillReplica, url).Replace(c.command))
+	}
+	if !strings.Contains(script, drillDir) || !strings.Contains(script, drillReplica) || !strings.Contains(script, "petstore restore ") {
+		t.Fatalf("the drill names no %s, no %s or no petstore restore:\n%s", drillDir, drillReplica, script)
+	}
+	answers := runCommands(t, dir, buildBinary(t), commands)
+	if !slices.ContainsFunc(answers, func(a string) bool { return strings.HasPrefix(a, "restored "+url+" to petstore.db.restored as of ") }) {
+		t.Errorf("no command of the drill printed its restore:\n%q", answers)
+	}
+	rs = startReplicating(t, db, url)
+	if diff := cmp.Diff(pets, listAll[Pet](t, rs.URL, "/v1/pets", nil, nil)); diff != "" {
+		t.Errorf("the pets served after the drill mismatch (-want +got):\n%s", diff)
+	}
+	if res := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"Kit","categoryId":1}`, nil); res.Status != 201 {
+		t.Errorf("a write after the drill, answered once in the replica: %d %s", res.Status, res.Body)
+	}
+}
