@@ -166,6 +166,10 @@ func usage(fs *flag.FlagSet) {
 		"  petstore backup -db FILE OUT.db   copy a live SQLite database consistently to OUT.db\n"+
 		"  petstore copy -from SRC -to DST   move pets, orders, events and the rest, ids kept, between\n"+
 		"                                    databases (SQLite files or postgres:// URLs)\n"+
+		"  petstore restore -from URL -db PATH [-at TIME]\n"+
+		"                                    write to PATH the database as the replica (-replicate) held it\n"+
+		"                                    at TIME (RFC 3339; default: its latest commit)\n"+
+		"  petstore restore -from URL -list  show the first and last times a restore can reach, and the snapshots\n"+
 		"  petstore hash-key                 read a key on stdin, print its sha256: line for a key file\n"+
 		"  petstore keys new [-label L] [-scopes S] [-expires 90d|DATE] [-file F]\n"+
 		"                                    issue a psk_ key: print it once, and its key-file line (or append it to F)\n"+

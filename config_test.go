@@ -271,6 +271,8 @@ func TestHelpListsEveryOption(t *testing.T) {
 		{"-rate-burst", "PETSTORE_RATE_BURST", "0"},
 		{"", "PETSTORE_API_KEYS", "(none)"},
 		{"backup -db FILE OUT.db"},
+		{"restore -from URL -db PATH [-at TIME]"},
+		{"restore -from URL -list"},
 		{"hash-key"},
 	} {
 		found := false

@@ -72,6 +72,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return runBackup(ctx, args[1:], getenv, stdout, stderr)
 		case "copy":
 			return runCopy(ctx, args[1:], stdout, stderr)
+		case "restore":
+			return runRestore(ctx, args[1:], getenv, stdout, stderr)
 		case "hash-key":
 			return hashKey(stdin, stdout)
 		case "keys":

@@ -121,17 +121,18 @@ func loseTheVM(t *testing.T, store replicaStore, sync bool) (acks []vmAck, kille
 	if err := os.RemoveAll(disk); err != nil {
 		t.Fatal(err)
 	}
-	restoreInto(t, store, restoredDB)
+	restoreFrom(t, store, restoredDB)
 	restored := startBinary(t, bin, "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+restoredDB, "PETSTORE_API_KEYS="+testKey)
 	return acks, killed, restored.URL, restoredDB
 }
 
-// restoreInto restores the replica of store, as it is now, into db.
-func restoreInto(t *testing.T, store replicaStore, db string) {
+// restoreFrom restores the replica of store, as it is now, into db, with
+// petstore restore.
+func restoreFrom(t *testing.T, store replicaStore, db string) {
 	t.Helper()
-	from := restoreLatest(t, store.url())
-	if err := os.Rename(from, db); err != nil {
-		t.Fatal(err)
+	var stdout, stderr strings.Builder
+	if err := run(t.Context(), []string{"restore", "-from", store.url(), "-db", db}, mapEnv(store.env()), strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Fatalf("petstore restore -from %s: %v\n%s", store.url(), err, stderr.String())
 	}
 }
 
@@ -308,7 +309,7 @@ func oneServicePerPath(t *testing.T, store replicaStore) {
 	first.wait()
 
 	restored := filepath.Join(t.TempDir(), "restored.db")
-	restoreInto(t, store, restored)
+	restoreFrom(t, store, restored)
 	taker := startOnceTheLeaseLapses(t, bin, envOf(restored))
 	if res := doRequest(t, taker.URL, "POST", "/v1/pets", `{"name":"Second","categoryId":1}`, nil); res.Status != http.StatusCreated {
 		t.Fatalf("the restored service's create: %d %s", res.Status, res.Body)
