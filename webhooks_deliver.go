@@ -209,84 +209,115 @@ type worker struct {
 // progress to stop and frees its leases, so that another replica takes
 // them at once.
 func (d *dispatcher) run(ctx context.Context) {
-	workers := map[int64]*worker{}
-	exited := make(chan int64)
-	var wg sync.WaitGroup
-	defer func() {
-		for _, w := range workers {
-			w.cancel()
-		}
-		go func() { wg.Wait(); close(exited) }()
-		for range exited {
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := d.st.releaseWebhookLeases(rctx, d.owner, 0); err != nil {
-			d.log.Warn("webhook leases not released; other replicas take them over when they expire", "err", err)
-		}
-	}()
-	if n, err := d.st.freeLeftWebhookLeases(ctx); err != nil && ctx.Err() == nil {
-		d.log.Warn("webhook leases of a previous process not freed; they are taken over when they expire", "err", err)
-	} else if n > 0 {
-		d.log.Info("webhook leases of a previous process taken over", "subscriptions", n)
-	}
+	ws := &workerSet{workers: map[int64]*worker{}, exited: make(chan int64)}
+	defer d.stopWorkers(ctx, ws)
+	d.freeLeftLeases(ctx)
 	tick := time.NewTicker(d.cfg.tick())
 	defer tick.Stop()
 	var prunedDeliveries int64
 	for {
 		now := d.now()
 		until := now.Add(d.cfg.lease())
-		if len(workers) > 0 {
-			held, err := d.st.renewWebhookLeases(ctx, d.owner, until)
-			for id, w := range workers {
-				switch {
-				case err == nil && held[id]:
-					w.leaseUntil = until
-				case err == nil, !now.Add(d.cfg.tick()).Before(w.leaseUntil):
-					// Lost (deleted, taken over), or about to expire while
-					// the database does not answer: stop before another
-					// replica could take over.
-					w.cancel()
-				}
-			}
-			if err != nil && ctx.Err() == nil {
-				d.log.Warn("webhook leases not renewed", "err", err)
-			}
-		}
-		if ids, err := d.st.webhookCandidates(ctx, d.owner, now); err == nil {
-			for _, id := range ids {
-				if workers[id] != nil {
-					continue
-				}
-				ok, err := d.st.takeWebhookLease(ctx, id, d.owner, until, now)
-				if err != nil || !ok {
-					continue
-				}
-				wctx, cancel := context.WithCancel(ctx)
-				workers[id] = &worker{cancel: cancel, leaseUntil: until}
-				wg.Go(func() {
-					defer func() { exited <- id }()
-					d.deliverAll(wctx, id)
-					if ctx.Err() == nil && wctx.Err() == nil {
-						// Stopped by itself (paused, failing): the lease
-						// goes, so that any replica takes the subscription
-						// when it is active again.
-						d.st.releaseWebhookLeases(ctx, d.owner, id)
-					}
-				})
-			}
-		} else if ctx.Err() == nil {
-			d.log.Warn("webhook subscriptions not read", "err", err)
-		}
+		d.renewLeases(ctx, ws, now, until)
+		d.startWorkers(ctx, ws, now, until)
 		prunedDeliveries = d.pruneDeliveries(ctx, prunedDeliveries)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-		case id := <-exited:
-			workers[id].cancel()
-			delete(workers, id)
+		case id := <-ws.exited:
+			ws.workers[id].cancel()
+			delete(ws.workers, id)
 		}
+	}
+}
+
+// workerSet is the dispatcher's running workers, one per subscription it
+// holds the lease of, and where each says it has exited.
+type workerSet struct {
+	workers map[int64]*worker
+	exited  chan int64
+	wg      sync.WaitGroup
+}
+
+// freeLeftLeases frees, on SQLite, the leases a previous process left (see
+// freeLeftWebhookLeases).
+func (d *dispatcher) freeLeftLeases(ctx context.Context) {
+	if n, err := d.st.freeLeftWebhookLeases(ctx); err != nil && ctx.Err() == nil {
+		d.log.Warn("webhook leases of a previous process not freed; they are taken over when they expire", "err", err)
+	} else if n > 0 {
+		d.log.Info("webhook leases of a previous process taken over", "subscriptions", n)
+	}
+}
+
+// renewLeases renews the leases of the running workers until until, and
+// stops each worker whose lease was lost (deleted, taken over) or is about
+// to expire while the database does not answer: before another replica
+// could take over.
+func (d *dispatcher) renewLeases(ctx context.Context, ws *workerSet, now, until time.Time) {
+	if len(ws.workers) == 0 {
+		return
+	}
+	held, err := d.st.renewWebhookLeases(ctx, d.owner, until)
+	for id, w := range ws.workers {
+		switch {
+		case err == nil && held[id]:
+			w.leaseUntil = until
+		case err == nil, !now.Add(d.cfg.tick()).Before(w.leaseUntil):
+			w.cancel()
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		d.log.Warn("webhook leases not renewed", "err", err)
+	}
+}
+
+// startWorkers starts a worker for each subscription with deliveries due
+// whose lease this dispatcher takes.
+func (d *dispatcher) startWorkers(ctx context.Context, ws *workerSet, now, until time.Time) {
+	ids, err := d.st.webhookCandidates(ctx, d.owner, now)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("webhook subscriptions not read", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		if ws.workers[id] != nil {
+			continue
+		}
+		if ok, err := d.st.takeWebhookLease(ctx, id, d.owner, until, now); err != nil || !ok {
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		ws.workers[id] = &worker{cancel: cancel, leaseUntil: until}
+		ws.wg.Go(func() {
+			defer func() { ws.exited <- id }()
+			d.deliverAll(wctx, id)
+			if ctx.Err() == nil && wctx.Err() == nil {
+				// Stopped by itself (paused, failing): the lease goes, so
+				// that any replica takes the subscription when it is
+				// active again.
+				d.st.releaseWebhookLeases(ctx, d.owner, id)
+			}
+		})
+	}
+}
+
+// stopWorkers stops every worker, waits for them, and releases the
+// dispatcher's leases, so that another replica need not wait for them to
+// expire.
+func (d *dispatcher) stopWorkers(ctx context.Context, ws *workerSet) {
+	for _, w := range ws.workers {
+		w.cancel()
+	}
+	go func() { ws.wg.Wait(); close(ws.exited) }()
+	for range ws.exited {
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := d.st.releaseWebhookLeases(rctx, d.owner, 0); err != nil {
+		d.log.Warn("webhook leases not released; other replicas take them over when they expire", "err", err)
 	}
 }
 
