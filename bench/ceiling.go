@@ -46,86 +46,7 @@ func runCeiling(args []string) error {
 	if err != nil {
 		return err
 	}
-	statuses := []string{"available", "pending", "sold"}
-	pet := func(id int64) ceilingPet {
-		return ceilingPet{ID: id, Name: fmt.Sprintf("pet-%d", id), CategoryID: id%10 + 1, Status: statuses[id%3]}
-	}
-	encode := func(v any) []byte {
-		b, _ := json.Marshal(v)
-		return append(b, '\n')
-	}
-	var pets, pages [ceilingVariants][]byte
-	for i := range int64(ceilingVariants) {
-		// Ids near the top of the table, so the digits are as many as the
-		// service's.
-		base := max(1, n-ceilingVariants*20) + i
-		pets[i] = encode(pet(base))
-		page := make([]ceilingPet, 20)
-		for j := range page {
-			page[j] = pet(base + int64(j))
-		}
-		pages[i] = encode(page)
-	}
-	firstPage := make([]ceilingPet, 20)
-	for j := range firstPage {
-		firstPage[j] = pet(int64(j + 1))
-	}
-	firstBody := encode(firstPage)
-
-	send := func(w http.ResponseWriter, status int, body []byte) {
-		h := w.Header()
-		h.Set("Content-Type", "application/json")
-		h.Set("X-Content-Type-Options", "nosniff")
-		w.WriteHeader(status)
-		w.Write(body)
-	}
-	mux := http.NewServeMux()
-	// The service's liveness check, which needs no key: what bench https
-	// sends once on each new connection.
-	healthy := encode(map[string]string{"status": "ok"})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		send(w, http.StatusOK, healthy)
-	})
-	mux.HandleFunc("GET /v1/pets", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if q.Get("after") == "" {
-			w.Header().Set("Link", `</v1/pets?limit=20&after=20>; rel="next"`)
-			send(w, http.StatusOK, firstBody)
-			return
-		}
-		after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
-		w.Header().Set("Link", "</v1/pets?limit=20&status="+q.Get("status")+"&after="+strconv.FormatInt(after+60, 10)+`>; rel="next"`)
-		send(w, http.StatusOK, pages[after%ceilingVariants])
-	})
-	mux.HandleFunc("GET /v1/pets/{petId}", func(w http.ResponseWriter, r *http.Request) {
-		id, _ := strconv.ParseInt(r.PathValue("petId"), 10, 64)
-		h := w.Header()
-		h.Set("Deprecation", "@1795219200")
-		h.Set("Sunset", "Thu, 05 Dec 2030 00:00:00 GMT")
-		h.Add("Link", `</v1/openapi.json>; rel="deprecation"; type="application/json"`)
-		send(w, http.StatusOK, pets[id%ceilingVariants])
-	})
-	mux.HandleFunc("POST /v1/pets", func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Location", "/v1/pets/1000001")
-		send(w, http.StatusCreated, pets[0])
-	})
-	// The store area answers with an order of the same shape and length as
-	// the service's; the sell scenario reads the ids from the bodies.
-	orderBody := func(id int64, status string) []byte {
-		return fmt.Appendf(nil, `{"id":%d,"petId":%d,"status":%q,"placedAt":"2026-11-22T15:20:13.609Z","updatedAt":"2026-11-22T15:20:13.609Z"}`+"\n", id, n, status)
-	}
-	placed, delivered := orderBody(n, "placed"), orderBody(n, "delivered")
-	mux.HandleFunc("POST /v1/store/orders", func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Location", "/v1/store/orders/"+strconv.FormatInt(n, 10))
-		send(w, http.StatusCreated, placed)
-	})
-	mux.HandleFunc("PATCH /v1/store/orders/{orderId}", func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		send(w, http.StatusOK, delivered)
-	})
-
+	mux := ceilingMux(n, newCeilingBodies(n))
 	ln, err := net.Listen("tcp", args[0])
 	if err != nil {
 		return err
@@ -145,6 +66,116 @@ func runCeiling(args []string) error {
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 		scheme = "https"
 	}
+	return serveCeiling(srv, ln, scheme)
+}
+
+// ceilingBodies are the ceiling's answers, encoded once.
+type ceilingBodies struct {
+	pets, pages [ceilingVariants][]byte // a pet, and a page of 20 from it
+	firstPage   []byte                  // the first page of the list
+	healthy     []byte                  // the liveness check's
+	// An order of the same shape and length as the service's, placed and
+	// delivered.
+	placed, delivered []byte
+}
+
+// newCeilingBodies encodes the ceiling's answers for a table of n pets.
+func newCeilingBodies(n int64) *ceilingBodies {
+	statuses := []string{"available", "pending", "sold"}
+	pet := func(id int64) ceilingPet {
+		return ceilingPet{ID: id, Name: fmt.Sprintf("pet-%d", id), CategoryID: id%10 + 1, Status: statuses[id%3]}
+	}
+	b := &ceilingBodies{}
+	for i := range int64(ceilingVariants) {
+		// Ids near the top of the table, so the digits are as many as the
+		// service's.
+		base := max(1, n-ceilingVariants*20) + i
+		b.pets[i] = encodeLine(pet(base))
+		page := make([]ceilingPet, 20)
+		for j := range page {
+			page[j] = pet(base + int64(j))
+		}
+		b.pages[i] = encodeLine(page)
+	}
+	firstPage := make([]ceilingPet, 20)
+	for j := range firstPage {
+		firstPage[j] = pet(int64(j + 1))
+	}
+	b.firstPage = encodeLine(firstPage)
+	b.healthy = encodeLine(map[string]string{"status": "ok"})
+	// The sell scenario reads the ids from the bodies.
+	orderBody := func(id int64, status string) []byte {
+		return fmt.Appendf(nil, `{"id":%d,"petId":%d,"status":%q,"placedAt":"2026-11-22T15:20:13.609Z","updatedAt":"2026-11-22T15:20:13.609Z"}`+"\n", id, n, status)
+	}
+	b.placed, b.delivered = orderBody(n, "placed"), orderBody(n, "delivered")
+	return b
+}
+
+// encodeLine is v in JSON, with the newline the service's encoder ends a
+// body with.
+func encodeLine(v any) []byte {
+	b, _ := json.Marshal(v)
+	return append(b, '\n')
+}
+
+// sendCeiling writes a JSON answer with the headers the service sets on
+// every answer.
+func sendCeiling(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// ceilingMux routes the service's routes that the benchmark loads to
+// answers from b, for a table of n pets.
+func ceilingMux(n int64, b *ceilingBodies) *http.ServeMux {
+	mux := http.NewServeMux()
+	// The service's liveness check, which needs no key: what bench https
+	// sends once on each new connection.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		sendCeiling(w, http.StatusOK, b.healthy)
+	})
+	mux.HandleFunc("GET /v1/pets", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("after") == "" {
+			w.Header().Set("Link", `</v1/pets?limit=20&after=20>; rel="next"`)
+			sendCeiling(w, http.StatusOK, b.firstPage)
+			return
+		}
+		after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
+		w.Header().Set("Link", "</v1/pets?limit=20&status="+q.Get("status")+"&after="+strconv.FormatInt(after+60, 10)+`>; rel="next"`)
+		sendCeiling(w, http.StatusOK, b.pages[after%ceilingVariants])
+	})
+	mux.HandleFunc("GET /v1/pets/{petId}", func(w http.ResponseWriter, r *http.Request) {
+		id, _ := strconv.ParseInt(r.PathValue("petId"), 10, 64)
+		h := w.Header()
+		h.Set("Deprecation", "@1795219200")
+		h.Set("Sunset", "Thu, 05 Dec 2030 00:00:00 GMT")
+		h.Add("Link", `</v1/openapi.json>; rel="deprecation"; type="application/json"`)
+		sendCeiling(w, http.StatusOK, b.pets[id%ceilingVariants])
+	})
+	mux.HandleFunc("POST /v1/pets", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Location", "/v1/pets/1000001")
+		sendCeiling(w, http.StatusCreated, b.pets[0])
+	})
+	mux.HandleFunc("POST /v1/store/orders", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Location", "/v1/store/orders/"+strconv.FormatInt(n, 10))
+		sendCeiling(w, http.StatusCreated, b.placed)
+	})
+	mux.HandleFunc("PATCH /v1/store/orders/{orderId}", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		sendCeiling(w, http.StatusOK, b.delivered)
+	})
+	return mux
+}
+
+// serveCeiling prints the ceiling's URL line and serves srv on ln (over
+// TLS when scheme is https) until SIGTERM or an interrupt closes it.
+func serveCeiling(srv *http.Server, ln net.Listener, scheme string) error {
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
@@ -152,6 +183,7 @@ func runCeiling(args []string) error {
 		srv.Close()
 	}()
 	fmt.Printf("ceiling listening on %s://%s\n", scheme, ln.Addr())
+	var err error
 	if scheme == "https" {
 		err = srv.ServeTLS(ln, "", "")
 	} else {

@@ -130,8 +130,52 @@ const (
 	handshakeRatio   = 0.90
 )
 
-// runHTTPSBench is `bench https`.
+// runHTTPSBench is `bench https`: the flags read, the service built and
+// started over plain HTTP and over HTTPS beside the two ceilings, each
+// scenario measured in turn, and the report printed.
 func runHTTPSBench(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parseHTTPSOptions(args)
+	if err != nil {
+		return err
+	}
+	if err := readyForHTTPS(&o, args); err != nil {
+		return err
+	}
+	r, remove, err := buildHTTPSBench(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer remove()
+	// Every process started here is stopped before runHTTPSBench returns,
+	// by its PID, in the reverse order of their starts.
+	defer r.stopAll()
+	srv, err := r.startServers(ctx)
+	if err != nil {
+		return err
+	}
+	keepAlive, newConns := r.keepAliveTargets(srv), r.newConnTargets(srv)
+	var results []httpsScenarioResult
+	for _, sc := range httpsScenarios {
+		if !slices.Contains(o.only, sc) {
+			continue
+		}
+		targets := keepAlive
+		if sc == handshakeScenario {
+			targets = newConns
+		}
+		s, err := httpsScenario(ctx, o, sc, targets)
+		if err != nil {
+			return err
+		}
+		results = append(results, s)
+	}
+	printHTTPSReport(stdout, o, results)
+	return nil
+}
+
+// parseHTTPSOptions reads the flags of bench https and refuses the settings
+// it cannot run.
+func parseHTTPSOptions(args []string) (httpsOptions, error) {
 	var o httpsOptions
 	fs := flag.NewFlagSet("bench https", flag.ContinueOnError)
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one load run")
@@ -154,26 +198,35 @@ func runHTTPSBench(ctx context.Context, args []string, stdout io.Writer) error {
 	o.cpus = cpus
 	fs.BoolVar(&o.pin, "pin", cpus >= 2, "run every server on CPU 1 and the clients on CPU 0 (taskset), so that the clients' own TLS work is not taken from the server's CPU")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return o, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if o.h2conns == 0 {
 		o.h2conns = o.conns
 	}
 	if o.rounds < 1 || o.duration < time.Second || o.conns < 1 || o.threads < 1 || o.threads > o.conns || o.streams < 1 || o.workers < 1 || o.h2conns < o.threads {
-		return errors.New("-rounds, -c, -t, -m and -handshake-workers must be positive, -t at most -c and -h2-conns, -duration at least 1s")
+		return o, errors.New("-rounds, -c, -t, -m and -handshake-workers must be positive, -t at most -c and -h2-conns, -duration at least 1s")
 	}
 	if o.pets < 100 {
-		return errors.New("-pets: at least 100")
+		return o, errors.New("-pets: at least 100")
 	}
 	for sc := range strings.SplitSeq(*only, ",") {
 		if !slices.Contains(httpsScenarios, sc) {
-			return fmt.Errorf("-scenarios: %q is none of %s", sc, strings.Join(httpsScenarios, ", "))
+			return o, fmt.Errorf("-scenarios: %q is none of %s", sc, strings.Join(httpsScenarios, ", "))
 		}
 		o.only = append(o.only, sc)
 	}
+	return o, nil
+}
+
+// readyForHTTPS checks that wrk and h2load are installed and that the
+// benchmark runs from the repository root, finds taskset with -pin (and,
+// when this process is not pinned yet, runs bench https again with args on
+// the clients' CPU in its place: on success it does not return), and makes
+// the profiles' directory with -profile.
+func readyForHTTPS(o *httpsOptions, args []string) error {
 	for _, tool := range []string{"wrk", "h2load"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s is not installed; run bench/run https, which installs it (apt-get install wrk nghttp2-client)", tool)
@@ -200,136 +253,172 @@ func runHTTPSBench(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("-profile: %w", err)
 		}
 	}
+	return nil
+}
 
-	dir, bin, remove, err := buildInTempDir(ctx, "petstore-bench-https-", o.keep)
+// httpsRun is one run of bench https: its settings, the temporary
+// directory with the service, wrk's scripts and the certificate in it, and
+// the processes started.
+type httpsRun struct {
+	o       httpsOptions
+	dir     string
+	bin     string // the service
+	self    string // this program, which serves the ceilings
+	cert    certificate
+	started []*process // stopped by stopAll, in the reverse order of their starts
+}
+
+// buildHTTPSBench builds the service in a new temporary directory and
+// writes wrk's scripts and the certificate there; remove deletes the
+// directory unless -keep.
+func buildHTTPSBench(ctx context.Context, o httpsOptions) (r *httpsRun, remove func(), err error) {
+	dir, bin, removeDir, err := buildInTempDir(ctx, "petstore-bench-https-", o.keep)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer remove()
-	self, err := os.Executable()
-	if err != nil {
-		return err
+	r = &httpsRun{o: o, dir: dir, bin: bin}
+	if r.self, err = os.Executable(); err != nil {
+		removeDir()
+		return nil, nil, err
 	}
 	if err := writeScripts(dir); err != nil {
-		return err
+		removeDir()
+		return nil, nil, err
 	}
-	cert, err := makeCertificate(dir)
-	if err != nil {
-		return err
+	if r.cert, err = makeCertificate(dir); err != nil {
+		removeDir()
+		return nil, nil, err
 	}
+	return r, removeDir, nil
+}
 
-	// Every process started here is stopped before runHTTPSBench returns,
-	// by its PID, in the reverse order of their starts.
-	var started []*process
-	defer func() {
-		for _, p := range slices.Backward(started) {
-			p.stop()
-		}
-	}()
-	startOn := func(name string, overTLS bool) (*process, error) {
-		db := filepath.Join(dir, fmt.Sprintf("pets-%d-%s.db", o.pets, name))
-		if err := createDatabase(ctx, bin, db, o.pets); err != nil {
-			return nil, fmt.Errorf("database of %d pets for the %s service: %w", o.pets, name, err)
-		}
-		cmd := serviceCommand(ctx, bin, db)
-		if o.pin {
-			onServerCPU(cmd, o.taskset)
-		}
-		client := &http.Client{Timeout: startTimeout}
-		if overTLS {
-			cmd.Env = append(cmd.Env, "PETSTORE_TLS_CERT="+cert.certFile, "PETSTORE_TLS_KEY="+cert.keyFile)
-			client.Transport = &http.Transport{TLSClientConfig: httpsClient(cert)}
-		}
-		if o.profile != "" {
-			cmd.Env = append(cmd.Env, "PETSTORE_PPROF_ADDR=127.0.0.1:0")
-		}
-		p, _, err := startServiceCommand(ctx, cmd, client)
-		if err != nil {
-			return nil, fmt.Errorf("start the %s service: %w", name, err)
-		}
-		started = append(started, p)
-		return p, nil
+// stopAll stops every process the run started, by its PID, in the reverse
+// order of their starts.
+func (r *httpsRun) stopAll() {
+	for _, p := range slices.Backward(r.started) {
+		p.stop()
 	}
-	plain, err := startOn("plain", false)
-	if err != nil {
-		return err
-	}
-	https, err := startOn("https", true)
-	if err != nil {
-		return err
-	}
-	startCeiling := func(args ...string) (*process, error) {
-		args = append([]string{"ceiling", "127.0.0.1:0", strconv.FormatInt(o.pets, 10)}, args...)
-		cmd := serverCommand(ctx, self, args...)
-		if o.pin {
-			onServerCPU(cmd, o.taskset)
-		}
-		p, err := startProcess(cmd, "ceiling listening on ")
-		if err != nil {
-			return nil, fmt.Errorf("start the ceiling: %w", err)
-		}
-		started = append(started, p)
-		return p, nil
-	}
-	ceiling, err := startCeiling("h2c")
-	if err != nil {
-		return err
-	}
-	bare, err := startCeiling(cert.certFile, cert.keyFile)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "service over plain HTTP on %s, over HTTPS on %s; ceiling on %s and %s\n", plain.url, https.url, ceiling.url, bare.url)
+}
 
-	wrkOptions := options{conns: o.conns, threads: o.threads}
-	wrk := func(url string) func(context.Context, string, time.Duration) (wrkResult, string, error) {
-		return func(ctx context.Context, sc string, d time.Duration) (wrkResult, string, error) {
-			r, err := runWrk(ctx, wrkOptions, dir, sc, url, o.pets, d)
-			return r, "", err
-		}
-	}
-	h2load := func(url string, h1 bool) func(context.Context, string, time.Duration) (wrkResult, string, error) {
-		return func(ctx context.Context, sc string, d time.Duration) (wrkResult, string, error) {
-			return runH2load(ctx, o, dir, sc, url, h1, d)
-		}
-	}
-	handshakes := func(url string) func(context.Context, string, time.Duration) (wrkResult, string, error) {
-		return func(ctx context.Context, _ string, d time.Duration) (wrkResult, string, error) {
-			return runHandshakes(ctx, o.workers, url, cert.roots, d)
-		}
-	}
-	keepAlive := []httpsTarget{
-		{name: plainWrk, url: plain.url, server: plain, profiled: true, load: wrk(plain.url)},
-		{name: httpsWrk, url: https.url, server: https, profiled: true, load: wrk(https.url)},
-		{name: httpsH2load, url: https.url, server: https, profiled: true, load: h2load(https.url, false)},
-		{name: plainH2load, url: plain.url, server: plain, load: h2load(plain.url, true)},
-		{name: ceilingPlainWrk, url: ceiling.url, server: ceiling, load: wrk(ceiling.url)},
-		{name: ceilingHTTPSWrk, url: bare.url, server: bare, load: wrk(bare.url)},
-		{name: ceilingH2load, url: bare.url, server: bare, load: h2load(bare.url, false)},
-		{name: ceilingH2c, url: ceiling.url, server: ceiling, load: h2load(ceiling.url, false)},
-	}
-	newConns := []httpsTarget{
-		{name: bareTLSServer, url: bare.url, server: bare, load: handshakes(bare.url)},
-		{name: serviceTLS, url: https.url, server: https, profiled: true, load: handshakes(https.url)},
-	}
+// httpsServers are the servers a run of bench https loads.
+type httpsServers struct {
+	plain, https *process // the service over plain HTTP and over HTTPS
+	ceiling      *process // the ceiling over plain HTTP/1.1 and h2c
+	bare         *process // the ceiling over TLS: the bare Go TLS server
+}
 
-	var results []httpsScenarioResult
-	for _, sc := range httpsScenarios {
-		if !slices.Contains(o.only, sc) {
-			continue
-		}
-		targets := keepAlive
-		if sc == handshakeScenario {
-			targets = newConns
-		}
-		s, err := httpsScenario(ctx, o, sc, targets)
-		if err != nil {
-			return err
-		}
-		results = append(results, s)
+// startServers starts the service over plain HTTP and over HTTPS, each on
+// its own database, and the ceiling over plain HTTP (with h2c) and over
+// TLS.
+func (r *httpsRun) startServers(ctx context.Context) (httpsServers, error) {
+	var s httpsServers
+	var err error
+	if s.plain, err = r.startService(ctx, "plain", false); err != nil {
+		return s, err
 	}
-	printHTTPSReport(stdout, o, results)
-	return nil
+	if s.https, err = r.startService(ctx, "https", true); err != nil {
+		return s, err
+	}
+	if s.ceiling, err = r.startCeiling(ctx, "h2c"); err != nil {
+		return s, err
+	}
+	if s.bare, err = r.startCeiling(ctx, r.cert.certFile, r.cert.keyFile); err != nil {
+		return s, err
+	}
+	fmt.Fprintf(os.Stderr, "service over plain HTTP on %s, over HTTPS on %s; ceiling on %s and %s\n", s.plain.url, s.https.url, s.ceiling.url, s.bare.url)
+	return s, nil
+}
+
+// startService makes a database of its own for the service named name and
+// starts the service on it, over TLS with the run's certificate when
+// overTLS, on the servers' CPU with -pin.
+func (r *httpsRun) startService(ctx context.Context, name string, overTLS bool) (*process, error) {
+	o := r.o
+	db := filepath.Join(r.dir, fmt.Sprintf("pets-%d-%s.db", o.pets, name))
+	if err := createDatabase(ctx, r.bin, db, o.pets); err != nil {
+		return nil, fmt.Errorf("database of %d pets for the %s service: %w", o.pets, name, err)
+	}
+	cmd := serviceCommand(ctx, r.bin, db)
+	if o.pin {
+		onServerCPU(cmd, o.taskset)
+	}
+	client := &http.Client{Timeout: startTimeout}
+	if overTLS {
+		cmd.Env = append(cmd.Env, "PETSTORE_TLS_CERT="+r.cert.certFile, "PETSTORE_TLS_KEY="+r.cert.keyFile)
+		client.Transport = &http.Transport{TLSClientConfig: httpsClient(r.cert)}
+	}
+	if o.profile != "" {
+		cmd.Env = append(cmd.Env, "PETSTORE_PPROF_ADDR=127.0.0.1:0")
+	}
+	p, _, err := startServiceCommand(ctx, cmd, client)
+	if err != nil {
+		return nil, fmt.Errorf("start the %s service: %w", name, err)
+	}
+	r.started = append(r.started, p)
+	return p, nil
+}
+
+// startCeiling starts the ceiling with args after its address and pets (h2c,
+// or a certificate and its key), on the servers' CPU with -pin.
+func (r *httpsRun) startCeiling(ctx context.Context, args ...string) (*process, error) {
+	args = append([]string{"ceiling", "127.0.0.1:0", strconv.FormatInt(r.o.pets, 10)}, args...)
+	cmd := serverCommand(ctx, r.self, args...)
+	if r.o.pin {
+		onServerCPU(cmd, r.o.taskset)
+	}
+	p, err := startProcess(cmd, "ceiling listening on ")
+	if err != nil {
+		return nil, fmt.Errorf("start the ceiling: %w", err)
+	}
+	r.started = append(r.started, p)
+	return p, nil
+}
+
+// keepAliveTargets are the loads of each round of a keep-alive scenario, in
+// their order.
+func (r *httpsRun) keepAliveTargets(s httpsServers) []httpsTarget {
+	return []httpsTarget{
+		{name: plainWrk, url: s.plain.url, server: s.plain, profiled: true, load: r.wrk(s.plain.url)},
+		{name: httpsWrk, url: s.https.url, server: s.https, profiled: true, load: r.wrk(s.https.url)},
+		{name: httpsH2load, url: s.https.url, server: s.https, profiled: true, load: r.h2load(s.https.url, false)},
+		{name: plainH2load, url: s.plain.url, server: s.plain, load: r.h2load(s.plain.url, true)},
+		{name: ceilingPlainWrk, url: s.ceiling.url, server: s.ceiling, load: r.wrk(s.ceiling.url)},
+		{name: ceilingHTTPSWrk, url: s.bare.url, server: s.bare, load: r.wrk(s.bare.url)},
+		{name: ceilingH2load, url: s.bare.url, server: s.bare, load: r.h2load(s.bare.url, false)},
+		{name: ceilingH2c, url: s.ceiling.url, server: s.ceiling, load: r.h2load(s.ceiling.url, false)},
+	}
+}
+
+// newConnTargets are the loads of each round of the handshake scenario: the
+// bare Go TLS server, then the service.
+func (r *httpsRun) newConnTargets(s httpsServers) []httpsTarget {
+	return []httpsTarget{
+		{name: bareTLSServer, url: s.bare.url, server: s.bare, load: r.handshakes(s.bare.url)},
+		{name: serviceTLS, url: s.https.url, server: s.https, profiled: true, load: r.handshakes(s.https.url)},
+	}
+}
+
+// wrk is the load of url by wrk.
+func (r *httpsRun) wrk(url string) func(context.Context, string, time.Duration) (wrkResult, string, error) {
+	wrkOptions := options{conns: r.o.conns, threads: r.o.threads}
+	return func(ctx context.Context, sc string, d time.Duration) (wrkResult, string, error) {
+		res, err := runWrk(ctx, wrkOptions, r.dir, sc, url, r.o.pets, d)
+		return res, "", err
+	}
+}
+
+// h2load is the load of url by h2load, over HTTP/1.1 when h1.
+func (r *httpsRun) h2load(url string, h1 bool) func(context.Context, string, time.Duration) (wrkResult, string, error) {
+	return func(ctx context.Context, sc string, d time.Duration) (wrkResult, string, error) {
+		return runH2load(ctx, r.o, r.dir, sc, url, h1, d)
+	}
+}
+
+// handshakes is the load of new TLS connections to url.
+func (r *httpsRun) handshakes(url string) func(context.Context, string, time.Duration) (wrkResult, string, error) {
+	return func(ctx context.Context, _ string, d time.Duration) (wrkResult, string, error) {
+		return runHandshakes(ctx, r.o.workers, url, r.cert.roots, d)
+	}
 }
 
 // The CPUs of bench https -pin: the servers' and the clients'.
@@ -418,6 +507,22 @@ func httpsScenario(ctx context.Context, o httpsOptions, sc string, targets []htt
 
 // printHTTPSReport writes the report of bench https in Markdown.
 func printHTTPSReport(w io.Writer, o httpsOptions, results []httpsScenarioResult) {
+	printHTTPSSettings(w, o, results)
+	keepAlive := slices.DeleteFunc(slices.Clone(results), func(s httpsScenarioResult) bool { return s.name == handshakeScenario })
+	if len(keepAlive) > 0 {
+		printKeepAlive(w, keepAlive)
+	}
+	for _, s := range results {
+		if s.name == handshakeScenario {
+			printHandshakes(w, o, s)
+		}
+	}
+	printHTTPSProfiles(w, o, results)
+}
+
+// printHTTPSSettings writes the report's first line (the machine and the
+// settings) and the TLS each client negotiated.
+func printHTTPSSettings(w io.Writer, o httpsOptions, results []httpsScenarioResult) {
 	layout := "servers and clients on every CPU (-pin=false)"
 	if o.pin {
 		layout = fmt.Sprintf("every server on CPU %s, the clients on CPU %s (-pin)", serverCPU, clientCPU)
@@ -434,82 +539,96 @@ func printHTTPSReport(w io.Writer, o httpsOptions, results []httpsScenarioResult
 		}
 	}
 	fmt.Fprintln(w)
+}
 
-	pct := func(rs []float64) string {
-		return fmt.Sprintf("%.2f (%.2f to %.2f)", median(rs, identity), slices.Min(rs), slices.Max(rs))
+// ratioRange is the median of ratios with the lowest and highest in
+// brackets.
+func ratioRange(ratios []float64) string {
+	return fmt.Sprintf("%.2f (%.2f to %.2f)", median(ratios, identity), slices.Min(ratios), slices.Max(ratios))
+}
+
+// met says whether ratio reaches target.
+func met(ratio, target float64) string {
+	if ratio >= target {
+		return "met"
 	}
-	met := func(ratio, target float64) string {
-		if ratio >= target {
-			return "met"
-		}
-		return "**not met**"
-	}
-	keepAlive := slices.DeleteFunc(slices.Clone(results), func(s httpsScenarioResult) bool { return s.name == handshakeScenario })
-	if len(keepAlive) > 0 {
-		fmt.Fprintln(w, "Keep-alive: each row's req/s, p50 / p99 (medians over the rounds), its ratio to the plain HTTP/1.1 row of the same server loaded by wrk (median of the per-round ratios, lowest and highest in brackets), and the server's CPU time and read and write system calls per request (its process, from /proc/PID/stat and /proc/PID/io; the clients' are not counted). \"its ratio\" is the plain row's CPU per request over this row's: the throughput ratio the server would reach if its own CPU were all that limited it (unpinned, on two shared cores, the clients' TLS work takes CPU from the server too). \"server busy\" is the server's CPU time over the run's, in cores: near 1 with -pin, the server's one CPU was the limit, not the client.")
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| scenario | server, protocol, client | req/s | p50 / p99 | ratio to plain HTTP/1.1 (wrk) | target | server CPU per request | its ratio | server busy | server reads + writes per request | failures |")
-		fmt.Fprintln(w, "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
-		for _, s := range keepAlive {
-			for _, name := range s.targets {
-				rs := s.runs[name]
-				ratio, target, cpuRatio := "", "", ""
-				switch name {
-				case httpsWrk, httpsH2load, plainH2load:
-					cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[plainWrk], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
-				case ceilingHTTPSWrk, ceilingH2load, ceilingH2c:
-					cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[ceilingPlainWrk], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
-				}
-				switch name {
-				case httpsWrk, httpsH2load:
-					r := rpsRatios(rs, s.runs[plainWrk])
-					ratio = "**" + pct(r) + "**"
-					target = fmt.Sprintf(">= %.2f: %s", httpsTargetRatio, met(median(r, identity), httpsTargetRatio))
-				case plainH2load:
-					ratio = pct(rpsRatios(rs, s.runs[plainWrk])) + " (the clients' difference)"
-				case ceilingHTTPSWrk, ceilingH2load, ceilingH2c:
-					ratio = pct(rpsRatios(rs, s.runs[ceilingPlainWrk])) + " (of the ceiling over plain HTTP/1.1)"
-				}
-				fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %s | %.1f µs | %s | %.2f | %.2f | %d |\n",
-					s.name, name, medianOf(rs, wrkResult.rps), latency(rs), ratio, target,
-					medianOf(rs, wrkResult.cpuPerRequest), cpuRatio, medianOf(rs, wrkResult.serverBusy), medianOf(rs, wrkResult.syscallsPerRequest), failures(rs))
-			}
-		}
-		fmt.Fprintln(w)
-		var same []string
-		for _, s := range keepAlive {
-			same = append(same, fmt.Sprintf("%s %s", s.name, pct(rpsRatios(s.runs[httpsH2load], s.runs[plainH2load]))))
-		}
-		fmt.Fprintf(w, "HTTPS HTTP/2 / plain HTTP/1.1 with h2load on both sides (the same client, so that only the server's protocol differs): %s.\n\n", strings.Join(same, "; "))
-		var tlsAlone []string
-		for _, s := range keepAlive {
-			tlsAlone = append(tlsAlone, fmt.Sprintf("%s %s", s.name, pct(rpsRatios(s.runs[ceilingH2load], s.runs[ceilingH2c]))))
-		}
-		fmt.Fprintf(w, "What TLS alone costs HTTP/2, on the ceiling: HTTPS HTTP/2 / plain HTTP/2 (h2c), h2load on both: %s.\n\n", strings.Join(tlsAlone, "; "))
-	}
-	for _, s := range results {
-		if s.name != handshakeScenario {
-			continue
-		}
-		fmt.Fprintf(w, "New connections: each a full TLS 1.3 handshake (no session cache, no tickets), then GET /healthz with Connection: close, its answer and the server's close; %d Go workers in the benchmark's process. Connection time is from the dial to the server's close; \"its ratio\" is the bare server's CPU per handshake over the service's.\n\n", o.workers)
-		fmt.Fprintln(w, "| server | handshakes/s | connection p50 / p99 | ratio to the bare Go TLS server | target | server CPU per handshake | its ratio | server busy | server reads + writes per connection | failures |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+	return "**not met**"
+}
+
+// printKeepAlive writes the table of the keep-alive scenarios, a row per
+// load, and the two lines that compare the protocols with one client.
+func printKeepAlive(w io.Writer, keepAlive []httpsScenarioResult) {
+	fmt.Fprintln(w, "Keep-alive: each row's req/s, p50 / p99 (medians over the rounds), its ratio to the plain HTTP/1.1 row of the same server loaded by wrk (median of the per-round ratios, lowest and highest in brackets), and the server's CPU time and read and write system calls per request (its process, from /proc/PID/stat and /proc/PID/io; the clients' are not counted). \"its ratio\" is the plain row's CPU per request over this row's: the throughput ratio the server would reach if its own CPU were all that limited it (unpinned, on two shared cores, the clients' TLS work takes CPU from the server too). \"server busy\" is the server's CPU time over the run's, in cores: near 1 with -pin, the server's one CPU was the limit, not the client.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| scenario | server, protocol, client | req/s | p50 / p99 | ratio to plain HTTP/1.1 (wrk) | target | server CPU per request | its ratio | server busy | server reads + writes per request | failures |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+	for _, s := range keepAlive {
 		for _, name := range s.targets {
 			rs := s.runs[name]
-			ratio, target, cpuRatio := "", "", ""
-			if name == serviceTLS {
-				r := rpsRatios(rs, s.runs[bareTLSServer])
-				ratio = "**" + pct(r) + "**"
-				target = fmt.Sprintf(">= %.2f: %s", handshakeRatio, met(median(r, identity), handshakeRatio))
-				cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[bareTLSServer], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
-			}
-			fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %.0f µs | %s | %.2f | %.2f | %d |\n",
-				name, medianOf(rs, wrkResult.rps), latency(rs), ratio, target,
+			ratio, target, cpuRatio := keepAliveRatios(s, name)
+			fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %s | %.1f µs | %s | %.2f | %.2f | %d |\n",
+				s.name, name, medianOf(rs, wrkResult.rps), latency(rs), ratio, target,
 				medianOf(rs, wrkResult.cpuPerRequest), cpuRatio, medianOf(rs, wrkResult.serverBusy), medianOf(rs, wrkResult.syscallsPerRequest), failures(rs))
 		}
-		fmt.Fprintln(w)
 	}
-	printHTTPSProfiles(w, o, results)
+	fmt.Fprintln(w)
+	var same []string
+	for _, s := range keepAlive {
+		same = append(same, fmt.Sprintf("%s %s", s.name, ratioRange(rpsRatios(s.runs[httpsH2load], s.runs[plainH2load]))))
+	}
+	fmt.Fprintf(w, "HTTPS HTTP/2 / plain HTTP/1.1 with h2load on both sides (the same client, so that only the server's protocol differs): %s.\n\n", strings.Join(same, "; "))
+	var tlsAlone []string
+	for _, s := range keepAlive {
+		tlsAlone = append(tlsAlone, fmt.Sprintf("%s %s", s.name, ratioRange(rpsRatios(s.runs[ceilingH2load], s.runs[ceilingH2c]))))
+	}
+	fmt.Fprintf(w, "What TLS alone costs HTTP/2, on the ceiling: HTTPS HTTP/2 / plain HTTP/2 (h2c), h2load on both: %s.\n\n", strings.Join(tlsAlone, "; "))
+}
+
+// keepAliveRatios are the cells of the load name's row in scenario s that
+// compare it with the plain HTTP/1.1 row of its server loaded by wrk: the
+// throughput ratio, its target (the service over HTTPS only), and the CPU
+// ratio; empty in the plain rows themselves.
+func keepAliveRatios(s httpsScenarioResult, name string) (ratio, target, cpuRatio string) {
+	rs := s.runs[name]
+	switch name {
+	case httpsWrk, httpsH2load, plainH2load:
+		cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[plainWrk], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
+	case ceilingHTTPSWrk, ceilingH2load, ceilingH2c:
+		cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[ceilingPlainWrk], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
+	}
+	switch name {
+	case httpsWrk, httpsH2load:
+		r := rpsRatios(rs, s.runs[plainWrk])
+		ratio = "**" + ratioRange(r) + "**"
+		target = fmt.Sprintf(">= %.2f: %s", httpsTargetRatio, met(median(r, identity), httpsTargetRatio))
+	case plainH2load:
+		ratio = ratioRange(rpsRatios(rs, s.runs[plainWrk])) + " (the clients' difference)"
+	case ceilingHTTPSWrk, ceilingH2load, ceilingH2c:
+		ratio = ratioRange(rpsRatios(rs, s.runs[ceilingPlainWrk])) + " (of the ceiling over plain HTTP/1.1)"
+	}
+	return ratio, target, cpuRatio
+}
+
+// printHandshakes writes the table of the handshake scenario s: the bare Go
+// TLS server, then the service with its ratios to it.
+func printHandshakes(w io.Writer, o httpsOptions, s httpsScenarioResult) {
+	fmt.Fprintf(w, "New connections: each a full TLS 1.3 handshake (no session cache, no tickets), then GET /healthz with Connection: close, its answer and the server's close; %d Go workers in the benchmark's process. Connection time is from the dial to the server's close; \"its ratio\" is the bare server's CPU per handshake over the service's.\n\n", o.workers)
+	fmt.Fprintln(w, "| server | handshakes/s | connection p50 / p99 | ratio to the bare Go TLS server | target | server CPU per handshake | its ratio | server busy | server reads + writes per connection | failures |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+	for _, name := range s.targets {
+		rs := s.runs[name]
+		ratio, target, cpuRatio := "", "", ""
+		if name == serviceTLS {
+			r := rpsRatios(rs, s.runs[bareTLSServer])
+			ratio = "**" + ratioRange(r) + "**"
+			target = fmt.Sprintf(">= %.2f: %s", handshakeRatio, met(median(r, identity), handshakeRatio))
+			cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[bareTLSServer], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %.0f µs | %s | %.2f | %.2f | %d |\n",
+			name, medianOf(rs, wrkResult.rps), latency(rs), ratio, target,
+			medianOf(rs, wrkResult.cpuPerRequest), cpuRatio, medianOf(rs, wrkResult.serverBusy), medianOf(rs, wrkResult.syscallsPerRequest), failures(rs))
+	}
+	fmt.Fprintln(w)
 }
 
 // printHTTPSProfiles sorts each profile's CPU time into kinds of work (a

@@ -137,8 +137,46 @@ type binary struct {
 	db   string
 }
 
-// runBench is the whole benchmark.
+// runBench is the whole benchmark: the flags read, the service (and the
+// baseline) built, PostgreSQL started with -postgres, each size measured in
+// turn, and the report printed.
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parseOptions(args)
+	if err != nil {
+		return err
+	}
+	if err := readyToRun(ctx, &o); err != nil {
+		return err
+	}
+	r, remove, err := buildBench(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer remove()
+	if o.postgres {
+		// Stopped after the replicas (benchSize stops them before it
+		// returns), and its directory deleted unless -keep.
+		stop, err := r.startCluster(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	var results []sizeResult
+	for _, n := range r.o.sizes {
+		res, err := r.benchSize(ctx, n)
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+	}
+	printReport(stdout, r.o, results)
+	return nil
+}
+
+// parseOptions reads the benchmark's flags and refuses the settings it
+// cannot run.
+func parseOptions(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one wrk run")
@@ -154,32 +192,40 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&o.scrapers, "scrapers", 8, "scrapers of /metrics running during the get-scraped scenario")
 	fs.DurationVar(&o.scrapeEvery, "scrape-every", time.Second, "how often each scraper of get-scraped scrapes /metrics")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return o, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if o.rounds < 1 {
-		return errors.New("-rounds: at least 1")
+		return o, errors.New("-rounds: at least 1")
 	}
 	if o.postgres && o.baseline != "" {
 		// Each is a comparison of its own, and the two in one run would make
 		// every round twice as long and the report unreadable.
-		return errors.New("-postgres and -baseline: one comparison at a time")
+		return o, errors.New("-postgres and -baseline: one comparison at a time")
 	}
 	if o.scrapers < 1 || o.scrapeEvery <= 0 {
-		return errors.New("-scrapers and -scrape-every: at least 1 scraper, and a positive interval")
+		return o, errors.New("-scrapers and -scrape-every: at least 1 scraper, and a positive interval")
 	}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 		if err != nil || n < 100 {
-			return fmt.Errorf("-sizes: %q is not a number of pets >= 100", s)
+			return o, fmt.Errorf("-sizes: %q is not a number of pets >= 100", s)
 		}
 		o.sizes = append(o.sizes, n)
 	}
 	if *only != "" {
 		o.only = strings.Split(*only, ",")
 	}
+	return o, nil
+}
+
+// readyToRun makes the profiles' directory (and has every service serve its
+// profiles) with -profile, checks that wrk is installed and that the
+// benchmark runs from the repository root, and resolves -baseline to its
+// commit.
+func readyToRun(ctx context.Context, o *options) error {
 	if o.profile != "" {
 		if err := os.MkdirAll(o.profile, 0o755); err != nil {
 			return fmt.Errorf("-profile: %w", err)
@@ -200,86 +246,109 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		o.baselineCommit = commit
 		o.current = workingTree(ctx)
 	}
+	return nil
+}
 
-	dir, bin, remove, err := buildInTempDir(ctx, "petstore-bench-", o.keep)
+// benchRun is what every size of one run shares: the settings, the
+// temporary directory and the binaries built in it, and the PostgreSQL
+// cluster with -postgres.
+type benchRun struct {
+	o       options
+	dir     string     // the temporary directory: binaries, scripts, databases
+	bin     string     // the service, built from the working tree
+	baseBin string     // the service at -baseline; empty without
+	self    string     // this program, which serves the ceiling and the balancers
+	cluster *pgCluster // with -postgres; nil without
+}
+
+// buildBench builds the service (and the baseline) in a new temporary
+// directory and writes wrk's scripts there; remove deletes the directory
+// unless -keep.
+func buildBench(ctx context.Context, o options) (r *benchRun, remove func(), err error) {
+	dir, bin, removeDir, err := buildInTempDir(ctx, "petstore-bench-", o.keep)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer remove()
-	var baseBin string
+	r = &benchRun{o: o, dir: dir, bin: bin}
 	if o.baseline != "" {
-		baseBin = filepath.Join(dir, "petstore-baseline")
-		if err := buildRevision(ctx, o.baselineCommit, filepath.Join(dir, "baseline-src"), baseBin); err != nil {
-			return err
+		r.baseBin = filepath.Join(dir, "petstore-baseline")
+		if err := buildRevision(ctx, o.baselineCommit, filepath.Join(dir, "baseline-src"), r.baseBin); err != nil {
+			removeDir()
+			return nil, nil, err
 		}
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
+	if r.self, err = os.Executable(); err != nil {
+		removeDir()
+		return nil, nil, err
 	}
 	if err := writeScripts(dir); err != nil {
-		return err
+		removeDir()
+		return nil, nil, err
 	}
+	return r, removeDir, nil
+}
 
-	var cluster *pgCluster
-	if o.postgres {
+// startCluster starts the run's PostgreSQL cluster and records its version
+// for the report; stop stops it, and deletes its directory unless -keep.
+func (r *benchRun) startCluster(ctx context.Context) (stop func(), err error) {
+	start := time.Now()
+	cluster, err := startPostgres(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stop = cluster.remove
+	if r.o.keep {
+		fmt.Fprintf(os.Stderr, "keeping %s\n", cluster.Dir)
+		stop = cluster.stop
+	}
+	if r.o.pgVersion, err = cluster.version(ctx); err != nil {
+		stop()
+		return nil, err
+	}
+	r.cluster = cluster
+	fmt.Fprintf(os.Stderr, "started %s (%s) on a socket in %s in %v\n", r.o.pgVersion, cluster.Bin, cluster.Dir, time.Since(start).Round(time.Millisecond))
+	return stop, nil
+}
+
+// sqliteDatabases makes a database of n pets for each binary under load on
+// SQLite (the baseline's first, with -baseline), and returns the binaries in
+// the order each round loads them.
+func (r *benchRun) sqliteDatabases(ctx context.Context, n int64) ([]binary, error) {
+	var bins []binary
+	if r.baseBin != "" {
+		bins = append(bins, binary{name: "baseline", path: r.baseBin, db: filepath.Join(r.dir, fmt.Sprintf("pets-%d-baseline.db", n))})
+	}
+	bins = append(bins, binary{name: "service", path: r.bin, db: filepath.Join(r.dir, fmt.Sprintf("pets-%d.db", n))})
+	for _, b := range bins {
 		start := time.Now()
-		cluster, err = startPostgres(ctx)
-		if err != nil {
-			return err
+		if err := createDatabase(ctx, b.path, b.db, n); err != nil {
+			return nil, fmt.Errorf("database of %d pets for the %s: %w", n, b.name, err)
 		}
-		// Stopped after the replicas (benchSize stops them before it
-		// returns), and its directory deleted unless -keep.
-		if o.keep {
-			fmt.Fprintf(os.Stderr, "keeping %s\n", cluster.Dir)
-			defer cluster.stop()
-		} else {
-			defer cluster.remove()
-		}
-		if o.pgVersion, err = cluster.version(ctx); err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "started %s (%s) on a socket in %s in %v\n", o.pgVersion, cluster.Bin, cluster.Dir, time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "made the %s's database of %d pets in %v\n", b.name, n, time.Since(start).Round(time.Millisecond))
 	}
+	return bins, nil
+}
 
-	var results []sizeResult
-	for _, n := range o.sizes {
-		var bins []binary
-		if baseBin != "" {
-			bins = append(bins, binary{name: "baseline", path: baseBin, db: filepath.Join(dir, fmt.Sprintf("pets-%d-baseline.db", n))})
-		}
-		bins = append(bins, binary{name: "service", path: bin, db: filepath.Join(dir, fmt.Sprintf("pets-%d.db", n))})
-		for _, b := range bins {
-			start := time.Now()
-			if err := createDatabase(ctx, b.path, b.db, n); err != nil {
-				return fmt.Errorf("database of %d pets for the %s: %w", n, b.name, err)
-			}
-			fmt.Fprintf(os.Stderr, "made the %s's database of %d pets in %v\n", b.name, n, time.Since(start).Round(time.Millisecond))
-		}
-		var pg *pgDatabases
-		if cluster != nil {
-			// A database for each case, so that both start each write
-			// scenario in the same state as the SQLite file: the pets loaded,
-			// and what the earlier scenarios added on that server.
-			pg = &pgDatabases{cluster: cluster}
-			for i, db := range []*string{&pg.one, &pg.two} {
-				name := fmt.Sprintf("pets_%d_%d", n, i+1)
-				start := time.Now()
-				if err := createPostgresDatabase(ctx, cluster, bin, name, n); err != nil {
-					return fmt.Errorf("PostgreSQL database of %d pets: %w", n, err)
-				}
-				*db = cluster.url(name)
-				fmt.Fprintf(os.Stderr, "made the PostgreSQL database %s of %d pets in %v\n", name, n, time.Since(start).Round(time.Millisecond))
-			}
-		}
-		r, err := benchSize(ctx, o, dir, self, bin, bins, n, pg)
-		if err != nil {
-			return err
-		}
-		results = append(results, r)
+// postgresDatabases makes the PostgreSQL databases of n pets, with
+// -postgres; nil without.
+func (r *benchRun) postgresDatabases(ctx context.Context, n int64) (*pgDatabases, error) {
+	if r.cluster == nil {
+		return nil, nil
 	}
-	printReport(stdout, o, results)
-	return nil
+	// A database for each case, so that both start each write scenario in
+	// the same state as the SQLite file: the pets loaded, and what the
+	// earlier scenarios added on that server.
+	pg := &pgDatabases{cluster: r.cluster}
+	for i, db := range []*string{&pg.one, &pg.two} {
+		name := fmt.Sprintf("pets_%d_%d", n, i+1)
+		start := time.Now()
+		if err := createPostgresDatabase(ctx, r.cluster, r.bin, name, n); err != nil {
+			return nil, fmt.Errorf("PostgreSQL database of %d pets: %w", n, err)
+		}
+		*db = r.cluster.url(name)
+		fmt.Fprintf(os.Stderr, "made the PostgreSQL database %s of %d pets in %v\n", name, n, time.Since(start).Round(time.Millisecond))
+	}
+	return pg, nil
 }
 
 // wrkResult is what one wrk run reports (the RESULT line of the scripts),
@@ -459,178 +528,253 @@ type pgDatabases struct {
 	one, two string // URLs
 }
 
-// benchSize runs every scenario against one database size: bins are the
-// binaries under load on SQLite, each with its own database, in the order
-// each round loads them (after the ceiling); with pg, the binary bin is also
-// loaded on PostgreSQL, behind balancers, after them.
-func benchSize(ctx context.Context, o options, dir, self, bin string, bins []binary, n int64, pg *pgDatabases) (sizeResult, error) {
-	res := sizeResult{pets: n, parts: map[string][]string{}, rssKiB: map[string][]int64{}, startups: map[string][]time.Duration{}}
-	// Every process started here is stopped before benchSize returns, in
-	// the reverse order of their starts: balancers, then replicas, before
-	// the PostgreSQL server that runBench stops.
-	var started []*process
-	defer func() {
-		for _, p := range slices.Backward(started) {
-			p.stop()
-		}
-	}()
-	// startMeasured starts the service on db a few times, measuring the
-	// start-up of each; the last one stays up for the load.
-	startMeasured := func(name, path, db string) (*process, error) {
-		for j := range 3 {
-			p, took, err := startService(ctx, path, db)
-			if err != nil {
-				return nil, fmt.Errorf("start the %s: %w", name, err)
-			}
-			res.startups[name] = append(res.startups[name], took)
-			if j == 2 {
-				started = append(started, p)
-				return p, nil
-			}
-			p.stop()
-		}
-		panic("unreachable")
+// benchSize makes the databases of n pets and runs every scenario against
+// them: the binaries under load on SQLite, each on its own database, in the
+// order each round loads them (after the ceiling); with -postgres, the
+// service also on PostgreSQL, behind balancers, after them.
+func (r *benchRun) benchSize(ctx context.Context, n int64) (sizeResult, error) {
+	bins, err := r.sqliteDatabases(ctx, n)
+	if err != nil {
+		return sizeResult{}, err
 	}
-	startBalancer := func(backends ...*process) (*process, error) {
-		args := []string{"balance", "127.0.0.1:0"}
-		for _, b := range backends {
-			args = append(args, b.url)
+	pg, err := r.postgresDatabases(ctx, n)
+	if err != nil {
+		return sizeResult{}, err
+	}
+	b := &sizeBench{run: r, n: n, rss: map[string][]*process{},
+		res: sizeResult{pets: n, parts: map[string][]string{}, rssKiB: map[string][]int64{}, startups: map[string][]time.Duration{}}}
+	defer b.stop()
+	if err := b.startSQLiteTargets(ctx, bins, pg != nil); err != nil {
+		return b.res, err
+	}
+	if pg != nil {
+		if err := b.startPostgresTargets(ctx, pg); err != nil {
+			return b.res, err
 		}
-		p, err := startProcess(serverCommand(ctx, self, args...), "balancer listening on ")
+	}
+	for _, t := range b.targets {
+		for _, p := range t.parts {
+			b.res.parts[t.name] = append(b.res.parts[t.name], p.name)
+		}
+	}
+	for _, sc := range slices.Concat(readScenarios, writeScenarios) {
+		if len(r.o.only) > 0 && !slices.Contains(r.o.only, sc) {
+			continue
+		}
+		s, err := b.runScenario(ctx, sc)
 		if err != nil {
-			return nil, fmt.Errorf("start a balancer: %w", err)
+			return b.res, err
 		}
-		started = append(started, p)
-		return p, nil
+		b.res.scenarios = append(b.res.scenarios, s)
 	}
-	// rss lists the service processes whose peak RSS is reported.
-	rss := map[string][]*process{}
+	for name, ps := range b.rss {
+		for _, p := range ps {
+			b.res.rssKiB[name] = append(b.res.rssKiB[name], p.peakRSS())
+		}
+	}
+	return b.res, nil
+}
 
-	var targets []target
-	var procs []*process
-	for _, b := range bins {
-		p, err := startMeasured(b.name, b.path, b.db)
+// sizeBench is the measure of one database size: the servers started for
+// it, the targets each round loads, and what was measured.
+type sizeBench struct {
+	run *benchRun
+	n   int64 // the pets in each database
+	// started is every process started for this size, stopped before
+	// benchSize returns; dbs are the PostgreSQL targets' connections, which
+	// read their counters.
+	started []*process
+	dbs     []*sql.DB
+	targets []target
+	rss     map[string][]*process // by target: the service processes whose peak RSS is reported
+	res     sizeResult
+}
+
+// stop closes the connections to PostgreSQL, then stops every process
+// started for this size in the reverse order of their starts: balancers,
+// then replicas, before the PostgreSQL server that runBench stops.
+func (b *sizeBench) stop() {
+	for _, db := range slices.Backward(b.dbs) {
+		db.Close()
+	}
+	for _, p := range slices.Backward(b.started) {
+		p.stop()
+	}
+}
+
+// startMeasured starts the service path on db a few times, measuring the
+// start-up of each under name; the last one stays up for the load.
+func (b *sizeBench) startMeasured(ctx context.Context, name, path, db string) (*process, error) {
+	for j := range 3 {
+		p, took, err := startService(ctx, path, db)
 		if err != nil {
-			return res, err
+			return nil, fmt.Errorf("start the %s: %w", name, err)
+		}
+		b.res.startups[name] = append(b.res.startups[name], took)
+		if j == 2 {
+			b.started = append(b.started, p)
+			return p, nil
+		}
+		p.stop()
+	}
+	panic("unreachable")
+}
+
+// startBalancer starts a round-robin balancer (bench balance) in front of
+// backends.
+func (b *sizeBench) startBalancer(ctx context.Context, backends ...*process) (*process, error) {
+	args := []string{"balance", "127.0.0.1:0"}
+	for _, be := range backends {
+		args = append(args, be.url)
+	}
+	p, err := startProcess(serverCommand(ctx, b.run.self, args...), "balancer listening on ")
+	if err != nil {
+		return nil, fmt.Errorf("start a balancer: %w", err)
+	}
+	b.started = append(b.started, p)
+	return p, nil
+}
+
+// startSQLiteTargets starts each binary on its SQLite database (measuring
+// its start-ups) and the ceiling, with balanced the ceiling behind a
+// balancer too, and adds their targets: the ceiling first, the balanced
+// ceiling, then the binaries in the order of bins.
+func (b *sizeBench) startSQLiteTargets(ctx context.Context, bins []binary, balanced bool) error {
+	var procs []*process
+	for _, bn := range bins {
+		p, err := b.startMeasured(ctx, bn.name, bn.path, bn.db)
+		if err != nil {
+			return err
 		}
 		procs = append(procs, p)
 	}
-	ceil, err := startProcess(serverCommand(ctx, self, "ceiling", "127.0.0.1:0", strconv.FormatInt(n, 10)), "ceiling listening on ")
+	ceil, err := startProcess(serverCommand(ctx, b.run.self, "ceiling", "127.0.0.1:0", strconv.FormatInt(b.n, 10)), "ceiling listening on ")
 	if err != nil {
-		return res, err
+		return err
 	}
-	started = append(started, ceil)
-	targets = append(targets, target{name: ceilingName, url: ceil.url, parts: []part{processPart("ceiling", ceil)}})
-	rss[ceilingName] = []*process{ceil}
-	if pg != nil {
-		bal, err := startBalancer(ceil)
+	b.started = append(b.started, ceil)
+	b.targets = append(b.targets, target{name: ceilingName, url: ceil.url, parts: []part{processPart("ceiling", ceil)}})
+	b.rss[ceilingName] = []*process{ceil}
+	if balanced {
+		bal, err := b.startBalancer(ctx, ceil)
 		if err != nil {
-			return res, err
+			return err
 		}
-		targets = append(targets, target{name: balancedName, url: bal.url,
+		b.targets = append(b.targets, target{name: balancedName, url: bal.url,
 			parts: []part{processPart("balancer", bal), processPart("ceiling", ceil)}})
 	}
-	for i, b := range bins {
-		t := target{name: b.name, url: procs[i].url, parts: []part{processPart("service", procs[i])}}
-		if b.name == "service" {
+	for i, bn := range bins {
+		t := target{name: bn.name, url: procs[i].url, parts: []part{processPart("service", procs[i])}}
+		if bn.name == "service" {
 			t.profiled = procs[i]
 		}
-		targets = append(targets, t)
-		rss[b.name] = procs[i : i+1]
+		b.targets = append(b.targets, t)
+		b.rss[bn.name] = procs[i : i+1]
 	}
-	if pg != nil {
-		one, err := startMeasured(pg1Name, bin, pg.one)
-		if err != nil {
-			return res, err
-		}
-		var two []*process
-		for range 2 {
-			p, _, err := startService(ctx, bin, pg.two)
-			if err != nil {
-				return res, fmt.Errorf("start a replica: %w", err)
-			}
-			started = append(started, p)
-			two = append(two, p)
-		}
-		database := part{"PostgreSQL", pg.cluster.pids}
-		for _, c := range []struct {
-			name     string
-			replicas []*process
-			url      string
-		}{{pg1Name, []*process{one}, pg.one}, {pg2Name, two, pg.two}} {
-			bal, err := startBalancer(c.replicas...)
-			if err != nil {
-				return res, err
-			}
-			db, err := sql.Open("pgx", c.url)
-			if err != nil {
-				return res, err
-			}
-			defer db.Close()
-			db.SetMaxOpenConns(1)
-			targets = append(targets, target{name: c.name, url: bal.url, pg: db, cluster: pg.cluster, profiled: c.replicas[0],
-				parts: []part{processPart("balancer", bal), processPart("service", c.replicas...), database}})
-			rss[c.name] = c.replicas
-		}
-	}
-	for _, t := range targets {
-		for _, p := range t.parts {
-			res.parts[t.name] = append(res.parts[t.name], p.name)
-		}
-	}
+	return nil
+}
 
-	for _, sc := range slices.Concat(readScenarios, writeScenarios) {
-		if len(o.only) > 0 && !slices.Contains(o.only, sc) {
+// startPostgresTargets starts the service on PostgreSQL as 1 replica on
+// pg.one (measuring its start-ups) and as 2 replicas on pg.two, each case
+// behind a balancer of its own, and adds their targets.
+func (b *sizeBench) startPostgresTargets(ctx context.Context, pg *pgDatabases) error {
+	one, err := b.startMeasured(ctx, pg1Name, b.run.bin, pg.one)
+	if err != nil {
+		return err
+	}
+	var two []*process
+	for range 2 {
+		p, _, err := startService(ctx, b.run.bin, pg.two)
+		if err != nil {
+			return fmt.Errorf("start a replica: %w", err)
+		}
+		b.started = append(b.started, p)
+		two = append(two, p)
+	}
+	database := part{"PostgreSQL", pg.cluster.pids}
+	for _, c := range []struct {
+		name     string
+		replicas []*process
+		url      string
+	}{{pg1Name, []*process{one}, pg.one}, {pg2Name, two, pg.two}} {
+		bal, err := b.startBalancer(ctx, c.replicas...)
+		if err != nil {
+			return err
+		}
+		db, err := sql.Open("pgx", c.url)
+		if err != nil {
+			return err
+		}
+		b.dbs = append(b.dbs, db)
+		db.SetMaxOpenConns(1)
+		b.targets = append(b.targets, target{name: c.name, url: bal.url, pg: db, cluster: pg.cluster, profiled: c.replicas[0],
+			parts: []part{processPart("balancer", bal), processPart("service", c.replicas...), database}})
+		b.rss[c.name] = c.replicas
+	}
+	return nil
+}
+
+// runScenario runs scenario sc on every target: a short warm-up of each,
+// not counted, the rounds, and with -profile one more profiled run of each
+// service target.
+func (b *sizeBench) runScenario(ctx context.Context, sc string) (scenarioResult, error) {
+	o := b.run.o
+	s := scenarioResult{name: sc, runs: map[string][]wrkResult{}}
+	for _, t := range b.targets {
+		if _, err := runWrk(ctx, o, b.run.dir, sc, t.url, b.n, time.Second); err != nil {
+			return s, err
+		}
+	}
+	for range o.rounds {
+		for _, t := range b.targets {
+			r, err := b.load(ctx, sc, t)
+			if err != nil {
+				return s, err
+			}
+			s.runs[t.name] = append(s.runs[t.name], r)
+		}
+		progress(os.Stderr, b.n, s, b.targets)
+	}
+	if o.profile != "" {
+		if err := b.profile(ctx, &s); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// load is one measured run of scenario sc on t, with /metrics scraped
+// meanwhile when sc is get-scraped and t a service.
+func (b *sizeBench) load(ctx context.Context, sc string, t target) (wrkResult, error) {
+	var stopScraping func() scrapeResult
+	if sc == "get-scraped" && t.name != ceilingName && t.name != balancedName {
+		stopScraping = startScrapers(ctx, b.run.o, t.url)
+	}
+	r, err := measure(ctx, b.run.o, b.run.dir, sc, t, b.n)
+	if stopScraping != nil {
+		sr := stopScraping()
+		r.Scrapes, r.ScrapeFailures, r.ScrapeMaxUS = sr.scrapes, sr.failures, sr.max.Microseconds()
+	}
+	return r, err
+}
+
+// profile runs scenario s once more on each profiled target, not counted,
+// under a CPU profile, and records the profiles' files in s.
+func (b *sizeBench) profile(ctx context.Context, s *scenarioResult) error {
+	s.profiles = map[string]string{}
+	for _, t := range b.targets {
+		if t.profiled == nil {
 			continue
 		}
-		s := scenarioResult{name: sc, runs: map[string][]wrkResult{}}
-		// A short warm-up of each, not counted.
-		for _, t := range targets {
-			if _, err := runWrk(ctx, o, dir, sc, t.url, n, time.Second); err != nil {
-				return res, err
-			}
+		file, err := profileRun(ctx, b.run.o, b.run.dir, s.name, t, t.profiled, b.n)
+		if err != nil {
+			return err
 		}
-		for range o.rounds {
-			for _, t := range targets {
-				var stopScraping func() scrapeResult
-				if sc == "get-scraped" && t.name != ceilingName && t.name != balancedName {
-					stopScraping = startScrapers(ctx, o, t.url)
-				}
-				r, err := measure(ctx, o, dir, sc, t, n)
-				if stopScraping != nil {
-					sr := stopScraping()
-					r.Scrapes, r.ScrapeFailures, r.ScrapeMaxUS = sr.scrapes, sr.failures, sr.max.Microseconds()
-				}
-				if err != nil {
-					return res, err
-				}
-				s.runs[t.name] = append(s.runs[t.name], r)
-			}
-			progress(os.Stderr, n, s, targets)
-		}
-		if o.profile != "" {
-			s.profiles = map[string]string{}
-			for _, t := range targets {
-				if t.profiled == nil {
-					continue
-				}
-				file, err := profileRun(ctx, o, dir, sc, t, t.profiled, n)
-				if err != nil {
-					return res, err
-				}
-				s.profiles[t.name] = file
-				s.profileOrder = append(s.profileOrder, t.name)
-				fmt.Fprintf(os.Stderr, "%8d %-11s profiled %s: %s\n", n, sc, t.name, file)
-			}
-		}
-		res.scenarios = append(res.scenarios, s)
+		s.profiles[t.name] = file
+		s.profileOrder = append(s.profileOrder, t.name)
+		fmt.Fprintf(os.Stderr, "%8d %-11s profiled %s: %s\n", b.n, s.name, t.name, file)
 	}
-	for name, ps := range rss {
-		for _, p := range ps {
-			res.rssKiB[name] = append(res.rssKiB[name], p.peakRSS())
-		}
-	}
-	return res, nil
+	return nil
 }
 
 // measure runs one load of scenario sc on t, with the CPU time of t's parts

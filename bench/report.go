@@ -51,6 +51,18 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 		printScrapes(w, o, results)
 		return
 	}
+	perSize := printRatios(w, o, results)
+	if len(results) >= 2 {
+		printScale(w, results, perSize)
+	}
+	printFootprint(w, o, results)
+	printScrapes(w, o, results)
+}
+
+// printRatios writes the table of every size and scenario: the ceiling's
+// and the service's figures and their ratio, with the baseline's columns
+// with -baseline. It returns the ratios by scenario, one per size.
+func printRatios(w io.Writer, o options, results []sizeResult) map[string][]float64 {
 	withBase := o.baseline != ""
 	if withBase {
 		fmt.Fprintf(w, "Baseline: `%s` (%s); service: %s. Each binary on its own database of the same size, whose schema it made; every round loads the ceiling, the baseline and the service in turn.\n\n",
@@ -63,33 +75,14 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 	}
 	perSize := map[string][]float64{}
 	for _, r := range results {
-		for _, sr := range r.scenarios {
-			s := struct {
-				name                       string
-				ceiling, baseline, service []wrkResult
-			}{
-				sr.name, sr.runs[ceilingName], sr.runs[baselineName], sr.runs[serviceName]}
-			ratio := median(rpsRatios(s.service, s.ceiling), identity)
+		for _, s := range r.scenarios {
+			ratio := median(rpsRatios(s.runs[serviceName], s.runs[ceilingName]), identity)
 			perSize[s.name] = append(perSize[s.name], ratio)
-			if !withBase {
-				fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | **%.2f** | %s | %d |\n",
-					r.pets, s.name,
-					medianOf(s.ceiling, wrkResult.rps), latency(s.ceiling),
-					medianOf(s.service, wrkResult.rps), latency(s.service),
-					ratio, targets[s.name], failures(s.service))
-				continue
+			if withBase {
+				printBaselineRow(w, r.pets, s, ratio)
+			} else {
+				printServiceRow(w, r.pets, s, ratio)
 			}
-			vsBase := rpsRatios(s.service, s.baseline)
-			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | %.2f | %.0f | %s | **%.2f** | %s | **%.2f** (%.2f to %.2f) | %.0f%% / %.0f%% | %d / %d |\n",
-				r.pets, s.name,
-				medianOf(s.ceiling, wrkResult.rps), latency(s.ceiling),
-				medianOf(s.baseline, wrkResult.rps), latency(s.baseline),
-				median(rpsRatios(s.baseline, s.ceiling), identity),
-				medianOf(s.service, wrkResult.rps), latency(s.service),
-				ratio, targets[s.name],
-				median(vsBase, identity), slices.Min(vsBase), slices.Max(vsBase),
-				100*spread(s.baseline), 100*spread(s.service),
-				failures(s.baseline), failures(s.service))
 		}
 	}
 	fmt.Fprintln(w)
@@ -97,23 +90,60 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 		fmt.Fprintln(w, "service/baseline is the median of the per-round ratios of req/s (each round loads both, one after the other), with their lowest and highest in brackets; the spread of a binary is (highest - lowest) / median of its req/s over the rounds.")
 		fmt.Fprintln(w)
 	}
-	if len(results) >= 2 {
-		first, last := results[0], results[len(results)-1]
-		// The machine is shared and noisy, so the scale check compares the
-		// ceiling-normalised ratios of the two sizes, not raw req/s.
-		var scale []string
-		for _, sc := range readScenarios {
-			v := perSize[sc]
-			if len(v) < 2 {
-				continue
-			}
-			scale = append(scale, fmt.Sprintf("%s %.2f", sc, v[len(v)-1]/v[0]))
+	return perSize
+}
+
+// printServiceRow writes the row of scenario s on pets pets without a
+// baseline; ratio is the service's to the ceiling.
+func printServiceRow(w io.Writer, pets int64, s scenarioResult, ratio float64) {
+	ceiling, service := s.runs[ceilingName], s.runs[serviceName]
+	fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | **%.2f** | %s | %d |\n",
+		pets, s.name,
+		medianOf(ceiling, wrkResult.rps), latency(ceiling),
+		medianOf(service, wrkResult.rps), latency(service),
+		ratio, targets[s.name], failures(service))
+}
+
+// printBaselineRow writes the row of scenario s on pets pets with the
+// baseline's columns; ratio is the service's to the ceiling.
+func printBaselineRow(w io.Writer, pets int64, s scenarioResult, ratio float64) {
+	ceiling, baseline, service := s.runs[ceilingName], s.runs[baselineName], s.runs[serviceName]
+	vsBase := rpsRatios(service, baseline)
+	fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.0f | %s | %.2f | %.0f | %s | **%.2f** | %s | **%.2f** (%.2f to %.2f) | %.0f%% / %.0f%% | %d / %d |\n",
+		pets, s.name,
+		medianOf(ceiling, wrkResult.rps), latency(ceiling),
+		medianOf(baseline, wrkResult.rps), latency(baseline),
+		median(rpsRatios(baseline, ceiling), identity),
+		medianOf(service, wrkResult.rps), latency(service),
+		ratio, targets[s.name],
+		median(vsBase, identity), slices.Min(vsBase), slices.Max(vsBase),
+		100*spread(baseline), 100*spread(service),
+		failures(baseline), failures(service))
+}
+
+// printScale writes how the read scenarios' ratios moved from the first
+// size to the last: perSize holds each scenario's ratio at every size.
+func printScale(w io.Writer, results []sizeResult, perSize map[string][]float64) {
+	first, last := results[0], results[len(results)-1]
+	// The machine is shared and noisy, so the scale check compares the
+	// ceiling-normalised ratios of the two sizes, not raw req/s.
+	var scale []string
+	for _, sc := range readScenarios {
+		v := perSize[sc]
+		if len(v) < 2 {
+			continue
 		}
-		fmt.Fprintf(w, "Scale of the read scenarios, ratio at %d pets / ratio at %d (target: 0.90 to 1.10): %s.\n\n",
-			last.pets, first.pets, strings.Join(scale, ", "))
+		scale = append(scale, fmt.Sprintf("%s %.2f", sc, v[len(v)-1]/v[0]))
 	}
+	fmt.Fprintf(w, "Scale of the read scenarios, ratio at %d pets / ratio at %d (target: 0.90 to 1.10): %s.\n\n",
+		last.pets, first.pets, strings.Join(scale, ", "))
+}
+
+// printFootprint writes, for each size, the service's peak RSS and
+// start-up (and the baseline's, with -baseline).
+func printFootprint(w io.Writer, o options, results []sizeResult) {
 	for _, r := range results {
-		if withBase {
+		if o.baseline != "" {
 			fmt.Fprintf(w, "- %d pets: service peak RSS (VmHWM) %.1f MiB (baseline %.1f MiB, ceiling %.1f MiB); start-up to first answered request %.1f ms (baseline %.1f ms), medians of %d starts each\n",
 				r.pets, r.rssMiB(serviceName), r.rssMiB(baselineName), r.rssMiB(ceilingName), r.startMS(serviceName), r.startMS(baselineName), len(r.startups[serviceName]))
 			continue
@@ -122,7 +152,6 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 			r.pets, r.rssMiB(serviceName), r.rssMiB(ceilingName), r.startMS(serviceName), len(r.startups[serviceName]))
 	}
 	fmt.Fprintln(w)
-	printScrapes(w, o, results)
 }
 
 // identity is the projection of median over float64s.
@@ -202,10 +231,25 @@ const (
 	pathologicalMax = 5 * time.Second
 )
 
+// servedNames are the targets of a run with -postgres that serve the API:
+// the service on SQLite, and on PostgreSQL as 1 and as 2 replicas.
+var servedNames = []string{serviceName, pg1Name, pg2Name}
+
 // printPostgresReport writes the report of a run with -postgres: the
 // throughput of every target and its ratio to the ceiling, the latency, the
 // CPU time per request, and how PostgreSQL committed the writes.
 func printPostgresReport(w io.Writer, o options, results []sizeResult) {
+	printPostgresThroughput(w, o, results)
+	printPostgresLatency(w, results)
+	printCPUPerRequest(w, results)
+	printPostgresCommits(w, results)
+	printPathologies(w, results)
+	printPostgresFootprint(w, results)
+}
+
+// printPostgresThroughput writes what every round loads and the table of
+// each target's req/s and its ratio to the ceiling.
+func printPostgresThroughput(w io.Writer, o options, results []sizeResult) {
 	fmt.Fprintf(w, "Every round loads, in turn: the %s; the %s (a round-robin TCP proxy, `bench balance`, in front of it); the %s on SQLite; the %s on %s, 1 replica behind a balancer; 2 replicas behind a balancer (a connection to each in turn). "+
 		"PostgreSQL runs durably (%s) with its default configuration otherwise; each case has its own database of the same size. The service runs with its defaults (10 PostgreSQL connections per replica).\n\n",
 		ceilingName, balancedName, serviceName, serviceName, o.pgVersion, strings.Join(pgSettings[1:], ", "))
@@ -228,8 +272,11 @@ func printPostgresReport(w io.Writer, o options, results []sizeResult) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Ratios are to the bare ceiling: the median of the per-round ratios of req/s. \"behind the balancer\" is the ceiling's own ratio through the balancer, what the balancer alone leaves of the machine.")
 	fmt.Fprintln(w)
+}
 
-	served := []string{serviceName, pg1Name, pg2Name}
+// printPostgresLatency writes the table of each served target's latency,
+// failures and, from PostgreSQL's log, deadlocks and long lock waits.
+func printPostgresLatency(w io.Writer, results []sizeResult) {
 	fmt.Fprintln(w, "Latency (medians over the rounds of each run's p50 / p99, and the longest request of all rounds), failures (non-2xx answers + socket errors, of which timeouts after 10 s) and, from PostgreSQL's log, deadlocks and lock waits of 1 s or more (deadlock_timeout), over all rounds:")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| pets | scenario | ceiling p50 / p99 | SQLite p50 / p99, max | PostgreSQL 1 replica p50 / p99, max | PostgreSQL 2 replicas p50 / p99, max | failures (timeouts): SQLite / 1 replica / 2 replicas | deadlocks, lock waits: 1 replica / 2 replicas |")
@@ -238,7 +285,7 @@ func printPostgresReport(w io.Writer, o options, results []sizeResult) {
 		for _, s := range r.scenarios {
 			cells := []string{strconv.FormatInt(r.pets, 10), s.name, latency(s.runs[ceilingName])}
 			var fails []string
-			for _, name := range served {
+			for _, name := range servedNames {
 				rs := s.runs[name]
 				cells = append(cells, latency(rs)+", "+ms(float64(slices.MaxFunc(rs, func(a, b wrkResult) int { return cmp.Compare(a.MaxUS, b.MaxUS) }).MaxUS)))
 				var timeouts int64
@@ -262,7 +309,11 @@ func printPostgresReport(w io.Writer, o options, results []sizeResult) {
 		}
 	}
 	fmt.Fprintln(w)
+}
 
+// printCPUPerRequest writes the table of each target's CPU time per
+// request, with its parts' in brackets.
+func printCPUPerRequest(w io.Writer, results []sizeResult) {
 	fmt.Fprintln(w, "CPU time per request, in µs (medians over the rounds; /proc/PID/stat, 10 ms ticks): each target's own processes, PostgreSQL's server processes included; wrk's not. Parts in brackets.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| pets | scenario | ceiling | ceiling behind the balancer (balancer + ceiling) | SQLite | PostgreSQL 1 replica (balancer + service + PostgreSQL) | PostgreSQL 2 replicas (balancer + services + PostgreSQL) |")
@@ -271,24 +322,33 @@ func printPostgresReport(w io.Writer, o options, results []sizeResult) {
 		for _, s := range r.scenarios {
 			cells := []string{strconv.FormatInt(r.pets, 10), s.name}
 			for _, name := range []string{ceilingName, balancedName, serviceName, pg1Name, pg2Name} {
-				rs := s.runs[name]
-				cell := fmt.Sprintf("%.0f", medianOf(rs, wrkResult.cpuPerRequest))
-				if len(r.parts[name]) > 1 {
-					var parts []string
-					for i := range r.parts[name] {
-						parts = append(parts, fmt.Sprintf("%.0f", medianOf(rs, func(x wrkResult) float64 {
-							return float64(x.CPU[i].Microseconds()) / float64(x.Requests)
-						})))
-					}
-					cell += " (" + strings.Join(parts, " + ") + ")"
-				}
-				cells = append(cells, cell)
+				cells = append(cells, cpuCell(s.runs[name], len(r.parts[name])))
 			}
 			fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 		}
 	}
 	fmt.Fprintln(w)
+}
 
+// cpuCell is the median CPU time per request of rs, in µs, followed by
+// that of each of its parts in brackets when it has more than one.
+func cpuCell(rs []wrkResult, parts int) string {
+	cell := fmt.Sprintf("%.0f", medianOf(rs, wrkResult.cpuPerRequest))
+	if parts > 1 {
+		var each []string
+		for i := range parts {
+			each = append(each, fmt.Sprintf("%.0f", medianOf(rs, func(x wrkResult) float64 {
+				return float64(x.CPU[i].Microseconds()) / float64(x.Requests)
+			})))
+		}
+		cell += " (" + strings.Join(each, " + ") + ")"
+	}
+	return cell
+}
+
+// printPostgresCommits writes the table of PostgreSQL's writes and write
+// transactions in the write scenarios: how many writes each commit took.
+func printPostgresCommits(w io.Writer, results []sizeResult) {
 	fmt.Fprintln(w, "PostgreSQL's commits in the write scenarios (medians over the rounds): writes are pets created, orders placed and orders delivered, counted in the database; write transactions are the transaction ids the cluster assigned during the run, one per transaction that wrote (each a commit that waited for its WAL flush):")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| pets | scenario | replicas | writes/s | write transactions/s | writes per transaction (range over rounds) |")
@@ -313,13 +373,37 @@ func printPostgresReport(w io.Writer, o options, results []sizeResult) {
 		}
 	}
 	fmt.Fprintln(w)
+}
 
-	// The pathology check: every run of the service, on either backend.
-	var bad []string
-	worst := map[string][2]int64{} // by target: the highest p99 and max of all its runs
+// printPathologies writes the pathology check of every run of the service,
+// on either backend: the worst p99 and longest request of each, and the
+// runs that failed a request or were slowed pathologically.
+func printPathologies(w io.Writer, results []sizeResult) {
+	bad, worst := pathologies(results)
+	var worstText []string
+	for _, name := range servedNames {
+		worstText = append(worstText, fmt.Sprintf("%s %s / %s", name, ms(float64(worst[name][0])), ms(float64(worst[name][1]))))
+	}
+	fmt.Fprintf(w, "Worst p99 / longest request over every run: %s.\n", strings.Join(worstText, "; "))
+	if len(bad) == 0 {
+		fmt.Fprintf(w, "No run of the service, on either backend, had a non-2xx answer, a socket error or timeout, a p99 of %v or more, a request of %v or more, a deadlock or a lock wait of 1 s or more.\n\n", pathologicalP99, pathologicalMax)
+		return
+	}
+	fmt.Fprintf(w, "Runs with a non-2xx answer, a socket error or timeout, a p99 of %v or more, a request of %v or more, a deadlock or a lock wait of 1 s or more:\n\n", pathologicalP99, pathologicalMax)
+	for _, b := range bad {
+		fmt.Fprintf(w, "- %s\n", b)
+	}
+	fmt.Fprintln(w)
+}
+
+// pathologies are the runs of the served targets that failed a request or
+// were slowed pathologically, each described, and by target the highest
+// p99 and max of all its runs.
+func pathologies(results []sizeResult) (bad []string, worst map[string][2]int64) {
+	worst = map[string][2]int64{}
 	for _, r := range results {
 		for _, s := range r.scenarios {
-			for _, name := range served {
+			for _, name := range servedNames {
 				for round, x := range s.runs[name] {
 					wst := worst[name]
 					worst[name] = [2]int64{max(wst[0], x.P99US), max(wst[1], x.MaxUS)}
@@ -331,21 +415,12 @@ func printPostgresReport(w io.Writer, o options, results []sizeResult) {
 			}
 		}
 	}
-	var worstText []string
-	for _, name := range served {
-		worstText = append(worstText, fmt.Sprintf("%s %s / %s", name, ms(float64(worst[name][0])), ms(float64(worst[name][1]))))
-	}
-	fmt.Fprintf(w, "Worst p99 / longest request over every run: %s.\n", strings.Join(worstText, "; "))
-	if len(bad) == 0 {
-		fmt.Fprintf(w, "No run of the service, on either backend, had a non-2xx answer, a socket error or timeout, a p99 of %v or more, a request of %v or more, a deadlock or a lock wait of 1 s or more.\n\n", pathologicalP99, pathologicalMax)
-	} else {
-		fmt.Fprintf(w, "Runs with a non-2xx answer, a socket error or timeout, a p99 of %v or more, a request of %v or more, a deadlock or a lock wait of 1 s or more:\n\n", pathologicalP99, pathologicalMax)
-		for _, b := range bad {
-			fmt.Fprintf(w, "- %s\n", b)
-		}
-		fmt.Fprintln(w)
-	}
+	return bad, worst
+}
 
+// printPostgresFootprint writes, for each size, the peak RSS of the service
+// on each backend and its start-up on each.
+func printPostgresFootprint(w io.Writer, results []sizeResult) {
 	for _, r := range results {
 		var pg2 []string
 		for _, kib := range r.rssKiB[pg2Name] {

@@ -86,36 +86,34 @@ type event struct {
 // the same feed).
 func (s *soak) check(ctx context.Context, f *findings, final bool) error {
 	f.checks++
-	// The feed is read whole at the first check, every tenth and the
-	// last, and in between only past the newest event already read: the
-	// events read before must still be there, unchanged, at the whole
-	// reads.
+	stored, feed, err := s.readReplicas(ctx, f, final)
+	if err != nil {
+		return err
+	}
+	f.feed = feed
+	f.events = len(feed)
+	checkOrder(f, feed)
+	checkReplay(f, feed, stored)
+	s.checkAcknowledged(f, stored, eventsBySubject(feed))
+	return nil
+}
+
+// readReplicas reads what every replica lists and its feed, and checks
+// that they all serve the same as replica 0, whose list and feed it
+// returns. The feed is read whole at the first check, every tenth and the
+// last (final), and in between only past the newest event already read:
+// the events read before must still be there, unchanged, at the whole
+// reads.
+func (s *soak) readReplicas(ctx context.Context, f *findings, final bool) (stored map[string][]byte, feed []event, err error) {
 	whole := final || f.checks%10 == 1
 	after := int64(0)
 	if !whole && len(f.feed) > 0 {
 		after = f.feed[len(f.feed)-1].ID
 	}
-	var stored map[string][]byte
-	var feed []event
-	for i, r := range s.reps {
-		base, _, up := r.target()
-		if !up {
-			return fmt.Errorf("replica %d is down at a check", i)
-		}
-		st, err := s.listAll(ctx, base)
+	for i := range s.reps {
+		st, fd, err := s.readReplica(ctx, f, i, whole, after)
 		if err != nil {
-			return fmt.Errorf("replica %d: %w", i, err)
-		}
-		fd, err := s.readFeed(ctx, base, after)
-		if err != nil {
-			return fmt.Errorf("replica %d: %w", i, err)
-		}
-		if whole {
-			if len(fd) < len(f.feed) || string(mustJSON(fd[:len(f.feed)])) != string(mustJSON(f.feed)) {
-				f.fail(&f.replayDiffs, fmt.Sprintf("feed changed %d %d", f.checks, i), fmt.Sprintf("check %d: replica %d no longer serves the events read before (%d then, %d now)", f.checks, i, len(f.feed), len(fd)))
-			}
-		} else {
-			fd = append(f.feed[:len(f.feed):len(f.feed)], fd...)
+			return nil, nil, err
 		}
 		if i == 0 {
 			stored, feed = st, fd
@@ -132,21 +130,48 @@ func (s *soak) check(ctx context.Context, f *findings, final bool) error {
 			f.fail(&f.replayDiffs, fmt.Sprintf("lists differ %d", f.checks), fmt.Sprintf("check %d: replica %d lists other pets or orders than replica 0", f.checks, i))
 		}
 	}
-	f.feed = feed
-	f.events = len(feed)
+	return stored, feed, nil
+}
 
-	// The feed's ids only grow.
+// readReplica reads what replica i lists and its feed past after. Read
+// whole, the feed must begin with the events read before; read past them,
+// they are put before what was read.
+func (s *soak) readReplica(ctx context.Context, f *findings, i int, whole bool, after int64) (map[string][]byte, []event, error) {
+	base, _, up := s.reps[i].target()
+	if !up {
+		return nil, nil, fmt.Errorf("replica %d is down at a check", i)
+	}
+	st, err := s.listAll(ctx, base)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replica %d: %w", i, err)
+	}
+	fd, err := s.readFeed(ctx, base, after)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replica %d: %w", i, err)
+	}
+	if !whole {
+		return st, append(f.feed[:len(f.feed):len(f.feed)], fd...), nil
+	}
+	if len(fd) < len(f.feed) || string(mustJSON(fd[:len(f.feed)])) != string(mustJSON(f.feed)) {
+		f.fail(&f.replayDiffs, fmt.Sprintf("feed changed %d %d", f.checks, i), fmt.Sprintf("check %d: replica %d no longer serves the events read before (%d then, %d now)", f.checks, i, len(f.feed), len(fd)))
+	}
+	return st, fd, nil
+}
+
+// checkOrder checks that the feed's ids only grow.
+func checkOrder(f *findings, feed []event) {
 	for i := 1; i < len(feed); i++ {
 		if feed[i].ID <= feed[i-1].ID {
 			f.fail(&f.disorder, fmt.Sprintf("order %d %d", feed[i-1].ID, feed[i].ID), fmt.Sprintf("event %d follows event %d", feed[i].ID, feed[i-1].ID))
 		}
 	}
+}
 
-	// Replaying the feed gives exactly what the API lists.
+// checkReplay checks that replaying the feed gives exactly what the API
+// lists, stored.
+func checkReplay(f *findings, feed []event, stored map[string][]byte) {
 	replay := map[string][]byte{}
-	bySubject := map[string][]event{}
 	for _, e := range feed {
-		bySubject[e.Subject] = append(bySubject[e.Subject], e)
 		if e.Type == "pet.deleted" {
 			delete(replay, e.Subject)
 		} else {
@@ -159,42 +184,62 @@ func (s *soak) check(ctx context.Context, f *findings, final bool) error {
 			f.fail(&f.replayDiffs, "replay "+subject+string(r)+string(st), fmt.Sprintf("%s: the feed's replay gives %s, the API lists %s", subject, orAbsent(r), orAbsent(st)))
 		}
 	}
+}
 
+// eventsBySubject is the feed's events of each subject, in the feed's
+// order.
+func eventsBySubject(feed []event) map[string][]event {
+	bySubject := map[string][]event{}
+	for _, e := range feed {
+		bySubject[e.Subject] = append(bySubject[e.Subject], e)
+	}
+	return bySubject
+}
+
+// checkAcknowledged checks every resource the soak changed against what
+// the API lists, stored, and the feed's events of each subject.
+func (s *soak) checkAcknowledged(f *findings, stored map[string][]byte, bySubject map[string][]event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f.resources = len(s.res)
 	for subject, r := range s.res {
-		// Every acknowledged change is stored (or a later one, which a
-		// write left without an answer may have made).
-		got := stored[subject]
-		ok := r.allowAny
-		for _, want := range r.allowed {
-			ok = ok || bytes.Equal(project(want), project(got))
-		}
-		if !ok {
-			f.fail(&f.lost, "lost "+subject+string(got), fmt.Sprintf("%s: stored %s, acknowledged %s", subject, orAbsent(got), orAbsent(r.allowed[0])))
-		}
-		if len(r.allowed) > 1 || r.allowAny || !ok {
-			// Nothing changes it any more: from now on it must stay as
-			// it is.
-			r.allowed, r.allowAny = [][]byte{got}, false
-		}
-		// Every acknowledged change has its event, in the order of the
-		// changes: they are a subsequence of the subject's events.
-		events, next := bySubject[subject], 0
-		for i, ch := range r.changes {
-			want := canon(ch.data)
-			for next < len(events) && (events[next].Type != ch.typ || !bytes.Equal(events[next].Data, want)) {
-				next++
-			}
-			if next == len(events) {
-				f.fail(&f.missingEvents, fmt.Sprintf("event %s %d", subject, i), fmt.Sprintf("%s: no %s event with data %s (after the events of its earlier changes)", subject, ch.typ, bytes.TrimSpace(ch.data)))
-				break
-			}
+		checkStored(f, r, stored[subject])
+		checkEvents(f, r, bySubject[subject])
+	}
+}
+
+// checkStored checks that r's acknowledged state is stored as got (or a
+// later one, which a write left without an answer may have made). From
+// then on, r must stay as it is: nothing changes it any more.
+func checkStored(f *findings, r *resource, got []byte) {
+	ok := r.allowAny
+	for _, want := range r.allowed {
+		ok = ok || bytes.Equal(project(want), project(got))
+	}
+	if !ok {
+		f.fail(&f.lost, "lost "+r.subject+string(got), fmt.Sprintf("%s: stored %s, acknowledged %s", r.subject, orAbsent(got), orAbsent(r.allowed[0])))
+	}
+	if len(r.allowed) > 1 || r.allowAny || !ok {
+		r.allowed, r.allowAny = [][]byte{got}, false
+	}
+}
+
+// checkEvents checks that every acknowledged change of r has its event, in
+// the order of the changes: they are a subsequence of events, the
+// subject's events.
+func checkEvents(f *findings, r *resource, events []event) {
+	next := 0
+	for i, ch := range r.changes {
+		want := canon(ch.data)
+		for next < len(events) && (events[next].Type != ch.typ || !bytes.Equal(events[next].Data, want)) {
 			next++
 		}
+		if next == len(events) {
+			f.fail(&f.missingEvents, fmt.Sprintf("event %s %d", r.subject, i), fmt.Sprintf("%s: no %s event with data %s (after the events of its earlier changes)", r.subject, ch.typ, bytes.TrimSpace(ch.data)))
+			break
+		}
+		next++
 	}
-	return nil
 }
 
 // listAll is every pet and order the service at base lists, by subject, as
