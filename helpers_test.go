@@ -22,7 +22,8 @@ import (
 // The helpers the tests share, one file per concern: starting the service
 // (helpers_start_test.go), sending requests and walking pages
 // (helpers_http_test.go), PostgreSQL (helpers_postgres_test.go), faults
-// (helpers_faults_test.go), load (helpers_load_test.go); this one holds the
+// (helpers_faults_test.go), load (helpers_load_test.go), the S3 server of
+// the replication tests (helpers_s3_test.go); this one holds the
 // test keys, TestMain and the parts a run may skip, the fake clock, waiting
 // for a state, the captured log and small file helpers. There is one way to
 // do each thing: a helper is extended rather than written again.
@@ -187,10 +188,12 @@ func (r logRecord) field(name string) string {
 	return s
 }
 
-// TestMain runs the tests, removes the binary buildBinary built, and says
+// TestMain gives the tests an AWS environment of their own, runs them,
+// stops the servers they share and removes the binaries they built, and says
 // which parts of the suite were skipped because this machine lacks what they
 // need.
 func TestMain(m *testing.M) {
+	isolateAWSEnvironment()
 	if testTLS {
 		trustTestServers()
 	}
@@ -210,6 +213,7 @@ func TestMain(m *testing.M) {
 	if testPostgres.cluster != nil {
 		testPostgres.cluster.remove()
 	}
+	stopS3()
 	if sharedSecret.path != "" {
 		os.RemoveAll(filepath.Dir(sharedSecret.path))
 	}

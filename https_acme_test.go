@@ -80,11 +80,26 @@ func buildACMETools(t *testing.T) {
 const netnsVariable = "PETSTORE_TEST_NETNS"
 
 // inALoopbackNetwork runs t's test again, alone, in a network namespace
+// that has loopback alone (see inALoopbackNetworkFor), Pebble and the
+// service's binary built before.
+func inALoopbackNetwork(t *testing.T) bool {
+	t.Helper()
+	return inALoopbackNetworkFor(t, "the ACME tests", func() []string {
+		buildACMETools(t) // outside: building fetches modules through the proxy
+		buildBinary(t)    // likewise, for the tests that run the binary
+		return nil
+	})
+}
+
+// inALoopbackNetworkFor runs t's test again, alone, in a network namespace
 // that has loopback alone (unshare -n, with -r when not root), and reports
 // its failure as t's; it returns false, and the test ends there. Inside
-// that run it returns true, and the test goes on. Without unshare (or the
-// right to use it) the test is skipped, and fails in CI.
-func inALoopbackNetwork(t *testing.T) bool {
+// that run it returns true, and the test goes on. Before that run, prepare
+// builds what the test needs (building fetches modules through the proxy,
+// which the namespace cannot reach) and returns variables to add to the
+// run's environment. Without unshare (or the right to use it) the tests of
+// part are skipped, and fail in CI.
+func inALoopbackNetworkFor(t *testing.T, part string, prepare func() []string) bool {
 	t.Helper()
 	if os.Getenv(netnsVariable) == t.Name() {
 		return true
@@ -96,13 +111,12 @@ func inALoopbackNetwork(t *testing.T) bool {
 	if err == nil {
 		err = exec.Command(unshare, unshareFlags(), "true").Run()
 	}
-	missingPart(t, "the ACME tests (a network namespace of loopback alone: unshare, ip)", "apt-get install util-linux iproute2, and run as root", err)
-	buildACMETools(t) // outside: building fetches modules through the proxy
-	buildBinary(t)    // likewise, for the tests that run the binary
+	missingPart(t, part+" (a network namespace of loopback alone: unshare, ip)", "apt-get install util-linux iproute2, and run as root", err)
+	env := prepare()
 	args := argsWithout("test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip", "test.count", "test.cpuprofile", "test.memprofile", "test.trace")
 	args = append(args, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
 	cmd := exec.CommandContext(t.Context(), unshare, append([]string{unshareFlags(), "sh", "-c", `ip link set lo up && exec "$0" "$@"`, os.Args[0]}, args...)...)
-	cmd.Env = append(os.Environ(), netnsVariable+"="+t.Name(), aloneVariable+"="+t.Name())
+	cmd.Env = append(append(os.Environ(), env...), netnsVariable+"="+t.Name(), aloneVariable+"="+t.Name())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Errorf("%s in a network namespace of its own: %v\n%s", t.Name(), err, out)
