@@ -203,6 +203,10 @@ const buildCommand = "CGO_ENABLED=0 go build -trimpath -buildvcs=true -o petstor
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	testBinary.once.Do(func() {
+		if path := os.Getenv(binaryVariable); path != "" {
+			testBinary.path = path // built by the run outside a network namespace
+			return
+		}
 		testBinary.dir, testBinary.err = os.MkdirTemp("", "petstore-test-")
 		if testBinary.err != nil {
 			return
@@ -253,7 +257,7 @@ func startBinary(t *testing.T, bin string, env ...string) *process {
 func startCommand(t *testing.T, cmd *exec.Cmd, env ...string) *process {
 	t.Helper()
 	p := &process{Cmd: cmd, Stderr: &syncBuffer{}}
-	p.Cmd.Env = append(os.Environ(), env...)
+	p.Cmd.Env = append(append(os.Environ(), env...), replicaEnvFor(t, cmd.Dir, env)...)
 	if slices.ContainsFunc(env, func(v string) bool { return isPostgresURL(strings.TrimPrefix(v, "PETSTORE_DB=")) }) &&
 		!slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, "PETSTORE_SECRET_FILE=") }) {
 		p.Cmd.Env = append(p.Cmd.Env, "PETSTORE_SECRET_FILE="+sharedSecretFile(t))

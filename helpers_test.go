@@ -198,7 +198,7 @@ func TestMain(m *testing.M) {
 		trustTestServers()
 	}
 	code := m.Run()
-	if code == 0 && testBackend == "" && !testTLS && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.bench") && !strings.HasSuffix(a, "=") }) {
+	if code == 0 && testBackend == "" && !testTLS && !testReplica && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.bench") && !strings.HasSuffix(a, "=") }) {
 		code = runOnPostgres()
 		if code == 0 {
 			code = runOverTLS()

@@ -229,7 +229,7 @@ func TestLosingTheVMInSyncModeLosesNothingAcknowledged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
-	for round := range 5 {
+	for round := range 2 {
 		t.Run(fmt.Sprint("round ", round), func(t *testing.T) {
 			t.Parallel()
 			acks, _, url, db := loseTheVM(t, newVMStore(t), true)
@@ -256,14 +256,22 @@ func TestLosingTheVMInTheBackgroundLosesOnlyTheLastSecond(t *testing.T) {
 	if lost := checkTheVMsAcks(t, url, acks, killed.Add(-2*time.Second)); len(lost) > 0 {
 		t.Errorf("%d writes acknowledged more than 2 s before the kill are lost: the first %s", len(lost), lost[0])
 	}
+	t.Logf("the recovery point: %v", recoveryPoint(t, url, acks, killed))
+	checkFeedRunsOn(t, url, db)
+}
+
+// recoveryPoint says how far back before the kill the loss went: how many
+// acknowledged writes were lost, and how long before the kill the oldest of
+// them was acknowledged.
+func recoveryPoint(t *testing.T, url string, acks []vmAck, killed time.Time) string {
+	t.Helper()
 	lost := checkTheVMsAcks(t, url, acks, time.Time{})
 	sort.Slice(lost, func(i, j int) bool { return lost[i].at.Before(lost[j].at) })
 	rpo := time.Duration(0)
 	if len(lost) > 0 {
 		rpo = killed.Sub(lost[0].at)
 	}
-	t.Logf("%d writes acknowledged, %d lost; the oldest lost was acknowledged %v before the kill (the recovery point)", len(acks), len(lost), rpo.Round(time.Millisecond))
-	checkFeedRunsOn(t, url, db)
+	return fmt.Sprintf("%d of %d acknowledged writes lost, the oldest acknowledged %v before the kill", len(lost), len(acks), rpo.Round(time.Millisecond))
 }
 
 // newVMStore is the store a lost VM replicates to.
@@ -307,10 +315,20 @@ func oneServicePerPath(t *testing.T, store replicaStore) {
 	}
 	first.Cmd.Process.Kill()
 	first.wait()
-
+	// A lease dies with its holder on file:// (a lock the kernel drops).
+	// On S3 it lapses 30 s after its last renewal, unless its holder is
+	// known dead on this machine: the lease is made to name a holder on
+	// another machine, whose death no one here can see.
+	elsewhere, onS3 := store.(interface{ holderElsewhere(*testing.T) })
+	if onS3 {
+		elsewhere.holderElsewhere(t)
+	}
 	restored := filepath.Join(t.TempDir(), "restored.db")
 	restoreFrom(t, store, restored)
-	taker := startOnceTheLeaseLapses(t, bin, envOf(restored))
+	taker, refused := startOnceTheLeaseLapses(t, bin, envOf(restored))
+	if onS3 && refused == 0 {
+		t.Error("a service took over the lease of a holder on another machine at once, before it lapsed")
+	}
 	if res := doRequest(t, taker.URL, "POST", "/v1/pets", `{"name":"Second","categoryId":1}`, nil); res.Status != http.StatusCreated {
 		t.Fatalf("the restored service's create: %d %s", res.Status, res.Body)
 	}
@@ -321,11 +339,12 @@ func oneServicePerPath(t *testing.T, store replicaStore) {
 
 // startOnceTheLeaseLapses starts the binary with env again and again while
 // it is refused for a live lease on its replica, for at most twice the
-// lease's life, and returns it once it serves.
-func startOnceTheLeaseLapses(t *testing.T, bin string, env []string) *process {
+// lease's life, and returns it once it serves, with how many times it was
+// refused.
+func startOnceTheLeaseLapses(t *testing.T, bin string, env []string) (*process, int) {
 	t.Helper()
 	deadline := time.Now().Add(2 * replicaLeaseTTL)
-	for {
+	for refused := 0; ; refused++ {
 		cmd := exec.Command(bin)
 		cmd.Env = append(os.Environ(), env...)
 		var stderr syncBuffer
@@ -344,7 +363,7 @@ func startOnceTheLeaseLapses(t *testing.T, bin string, env []string) *process {
 				cmd.Process.Kill()
 				p.wait()
 			})
-			return p
+			return p, refused
 		}
 		cmd.Wait()
 		if !strings.Contains(stderr.String(), "another service replicates into") || time.Now().After(deadline) {
