@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // Test helpers: the one switch that runs the crash tests and the README's
@@ -70,8 +75,11 @@ func replicaEnvFor(t *testing.T, dir string, env []string) []string {
 		// Once the test's services are gone: the switch did make them
 		// replicate.
 		t.Cleanup(func() {
-			if len(b.keys(t)) == 0 {
-				t.Errorf("the service on %s replicated nothing to %s", db, b.URL)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			out, err := b.Client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(b.Name), Prefix: aws.String(b.Path + "/")})
+			if err != nil || len(out.Contents) == 0 {
+				t.Errorf("the service on %s replicated nothing to %s (%v)", db, b.URL, err)
 			}
 		})
 	}
