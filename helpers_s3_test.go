@@ -29,10 +29,13 @@ import (
 // may fetch modules through the proxy), and every test that uses it runs,
 // alone, in a network namespace of loopback alone, as the ACME tests do
 // (inALoopbackNetworkWithS3): whatever a test does wrong, the service's S3
-// client reaches nothing but 127.0.0.1. Inside that run one server is
-// started on first use and shared by the test's subtests, each with a
-// bucket of its own (s3Server.newBucket); a test that stops the server
-// for an outage starts one of its own (startS3Alone).
+// client reaches nothing but 127.0.0.1. A namespace for each test rather
+// than one for the whole test binary, as for Pebble: the other tests may
+// build with the module proxy, and each S3 test's result stays its own.
+// Inside that run one server is started on first use (about 100 ms) and
+// shared by the test's subtests, each with a bucket of its own
+// (s3Server.newBucket); a test that stops the server for an outage starts
+// one of its own (startS3Alone).
 
 // The root credentials of every server the tests start, and the region
 // the tests' clients sign for (versitygw's default).
