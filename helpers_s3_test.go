@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,10 +29,13 @@ import (
 // may fetch modules through the proxy), and every test that uses it runs,
 // alone, in a network namespace of loopback alone, as the ACME tests do
 // (inALoopbackNetworkWithS3): whatever a test does wrong, the service's S3
-// client reaches nothing but 127.0.0.1. Inside that run one server is
-// started on first use and shared by the test's subtests, each with a
-// bucket of its own (s3Server.newBucket); a test that stops the server
-// for an outage starts one of its own (startS3Alone).
+// client reaches nothing but 127.0.0.1. A namespace for each test rather
+// than one for the whole test binary, as for Pebble: the other tests may
+// build with the module proxy, and each S3 test's result stays its own.
+// Inside that run one server is started on first use (about 100 ms) and
+// shared by the test's subtests, each with a bucket of its own
+// (s3Server.newBucket); a test that stops the server for an outage starts
+// one of its own (startS3Alone).
 
 // The root credentials of every server the tests start, and the region
 // the tests' clients sign for (versitygw's default).
@@ -44,7 +48,7 @@ const (
 // The one line that says the S3 parts were skipped, and how to run them.
 const (
 	s3Part   = "the S3 tests (versitygw, built from tools/versitygw)"
-	enableS3 = "go build -C tools/versitygw github.com/versity/versitygw/cmd/versitygw must succeed (the module proxy once; a build on an empty cache takes about 4 minutes, the tests' own then a few seconds)"
+	enableS3 = "go build -C tools/versitygw github.com/versity/versitygw/cmd/versitygw must succeed (it needs the module proxy once; on an empty build cache it takes about 4 minutes of CPU, later builds a few seconds)"
 )
 
 // versitygwVariable passes the server built outside a network namespace
@@ -60,11 +64,16 @@ var versitygw struct {
 	err  error
 }
 
+// versitygwBuild is how versitygw is built, from the repository's root, but
+// for the binary's path (-o): always with CGO off, the environment's setting
+// whatever it is, so that each build is served by the build cache of the
+// one before (a build on an empty cache takes minutes). .ci/run builds it so
+// ahead of the tests (a test holds it to this command).
+const versitygwBuild = "CGO_ENABLED=0 go build -C tools/versitygw -o versitygw github.com/versity/versitygw/cmd/versitygw"
+
 // buildVersitygw returns the path of versitygw, the version
-// tools/versitygw/go.mod pins, building it on first use. It is always
-// built with CGO off, the setting .ci/run builds it with ahead of the
-// tests, so that the build cache serves it: a build on an empty cache takes
-// minutes. A build that fails skips the test (fails it in CI).
+// tools/versitygw/go.mod pins, built by versitygwBuild on first use. A
+// build that fails skips the test (fails it in CI).
 func buildVersitygw(t *testing.T) string {
 	t.Helper()
 	versitygw.once.Do(func() {
@@ -77,8 +86,11 @@ func buildVersitygw(t *testing.T) string {
 			return
 		}
 		versitygw.path = filepath.Join(versitygw.dir, "versitygw")
-		cmd := exec.Command("go", "build", "-C", filepath.Join("tools", "versitygw"), "-o", versitygw.path, "github.com/versity/versitygw/cmd/versitygw")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		words := strings.Fields(versitygwBuild)
+		args := slices.Clone(words[2:])
+		args[slices.Index(args, "-o")+1] = versitygw.path
+		cmd := exec.Command(words[1], args...)
+		cmd.Env = append(os.Environ(), words[0])
 		if out, err := cmd.CombinedOutput(); err != nil {
 			// The go command's first line says what went wrong (a module
 			// it could not download, a version missing from go.sum); the
