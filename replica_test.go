@@ -136,7 +136,8 @@ func TestSyncModeAnswersAWriteOnceItIsInTheReplica(t *testing.T) {
 // checkpointing. The service's writer runs none by itself
 // (wal_autocheckpoint 0), no statement of the service checkpoints
 // (TRUNCATE or RESTART would wait on Litestream's read lock while writers
-// fail), and petstore backup still copies the live file.
+// fail), and petstore backup and petstore copy still read the live file,
+// Litestream's tables in it included.
 func TestReplicationOwnsCheckpoints(t *testing.T) {
 	t.Parallel()
 	replica := "file://" + filepath.Join(t.TempDir(), "replica")
@@ -153,6 +154,17 @@ func TestReplicationOwnsCheckpoints(t *testing.T) {
 	}
 	if got := petNames(t, out); len(got) != 20 {
 		t.Errorf("the backup holds %d pets, want 20", len(got))
+	}
+	// Litestream's tables in the file are no table of the service's:
+	// petstore copy moves what the service declares and nothing else.
+	copied := filepath.Join(t.TempDir(), "copy.db")
+	stdout.Reset()
+	stderr.Reset()
+	if err := run(t.Context(), []string{"copy", "-from", db, "-to", copied}, mapEnv(nil), strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Fatalf("petstore copy of a replicated file: %v\n%s", err, stderr.String())
+	}
+	if got := petNames(t, copied); len(got) != 20 {
+		t.Errorf("the copy holds %d pets, want 20", len(got))
 	}
 	if found := checkpointStatements(t); len(found) > 0 {
 		t.Errorf("the service runs checkpoints itself, which Litestream owns: %v", found)
