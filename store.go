@@ -135,6 +135,7 @@ type store struct {
 	background     sync.WaitGroup
 	stopBackground context.CancelFunc
 
+	linger    linger // the writer's own: how long it waits for a batch's writers
 	jobs      chan *writeJob
 	quit      chan struct{} // closed by Close: the writer stops taking jobs
 	stopped   chan struct{} // closed by the writer once it has stopped
