@@ -385,3 +385,42 @@ func BenchmarkEventsPage(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkChainOnAFreshGoroutine measures the handler chain as HTTP/2 runs
+// it, each request on a new goroutine: without the pool (the request as
+// HTTP/1.1's, which keepStacks serves where it comes) its stack grows
+// through the chain every time; with it (HTTP/2's), the request is handed
+// to a goroutine that kept the stack it grew before. And on the same
+// goroutine, as HTTP/1.1 runs it on its connection's, for comparison.
+func BenchmarkChainOnAFreshGoroutine(b *testing.B) {
+	st := benchStore(b, 1000)
+	chain := benchHandler(st)
+	request := func(protoMajor int) *http.Request {
+		req := httptest.NewRequest("GET", "/v1/pets/7", nil)
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		req.ProtoMajor = protoMajor
+		return req
+	}
+	b.Run("the same goroutine", func(b *testing.B) {
+		req := request(1)
+		for b.Loop() {
+			chain.ServeHTTP(newBenchWriter(), req)
+		}
+	})
+	for _, c := range []struct {
+		name       string
+		protoMajor int
+	}{{"a fresh goroutine, no pool", 1}, {"a fresh goroutine, the pool", 2}} {
+		b.Run(c.name, func(b *testing.B) {
+			req := request(c.protoMajor)
+			done := make(chan struct{})
+			for b.Loop() {
+				go func() {
+					chain.ServeHTTP(newBenchWriter(), req)
+					done <- struct{}{}
+				}()
+				<-done
+			}
+		})
+	}
+}
