@@ -104,7 +104,7 @@ func apiErrorOf(err error) *apiError {
 	if nf, ok := errors.AsType[*notFoundError](err); ok {
 		return errorf(codeNotFound, "%s", nf.Error())
 	}
-	if rf, ok := errors.AsType[*refusal](err); ok {
+	if rf, ok := errors.AsType[refusal](err); ok {
 		return refusalError(rf)
 	}
 	if wl, ok := errors.AsType[*webhookLimitError](err); ok {
@@ -122,24 +122,25 @@ func apiErrorOf(err error) *apiError {
 }
 
 // refusalError says what the data's refusal of a write means to a client,
-// and what the client can do about it.
-func refusalError(rf *refusal) *apiError {
-	switch rf.reason {
-	case petHasOpenOrder:
+// and what the client can do about it: every refusal of the store, each a
+// type of its own, is worded here.
+func refusalError(rf refusal) *apiError {
+	switch rf := rf.(type) {
+	case *petHasOpenOrder:
 		return errorf(codePetHasOpenOrder, "pet %d has order %d placed, so its status (%s) follows that order: deliver or cancel the order (PATCH %s) instead; its name and category can change",
 			rf.petID, rf.orderID, rf.status, ordersResource.pathOf(rf.orderID))
-	case petHasOrders:
+	case *petHasOrders:
 		hint := "a sold or returned pet can be given another status with PATCH instead"
-		if rf.orderID != 0 {
-			hint = fmt.Sprintf("its order %d is placed and decides its status: deliver or cancel that order (PATCH %s)", rf.orderID, ordersResource.pathOf(rf.orderID))
+		if rf.placedOrder != 0 {
+			hint = fmt.Sprintf("its order %d is placed and decides its status: deliver or cancel that order (PATCH %s)", rf.placedOrder, ordersResource.pathOf(rf.placedOrder))
 		}
 		return errorf(codePetHasOrders, "pet %d is named by %s, its sales history, so it cannot be deleted; %s", rf.petID, plural(rf.orders, "order"), hint)
-	case unknownPet:
+	case *unknownPet:
 		return errorf(codeUnknownPet, "no pet has id %d; an order names an existing pet (see GET %s)", rf.petID, resourceSpecs[petsResource].collection)
-	case petNotAvailable:
+	case *petNotAvailable:
 		return errorf(codePetNotAvailable, "pet %d is %s, not available: only an available pet can be ordered", rf.petID, rf.status)
-	case invalidTransition:
-		return errorf(codeInvalidTransition, "order %d is %s and cannot become %s: only a placed order changes, to delivered or to cancelled", rf.orderID, rf.status, rf.to)
+	case *invalidTransition:
+		return errorf(codeInvalidTransition, "order %d is %s and cannot become %s: only a placed order changes, to delivered or to cancelled", rf.orderID, rf.from, rf.to)
 	}
 	return nil
 }

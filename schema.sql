@@ -29,12 +29,15 @@ CREATE TABLE event_tickets (
     expires_at   INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 
-CREATE TABLE events (
+CREATE TABLE event_types (
+    type TEXT NOT NULL PRIMARY KEY
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE "events" (
     -- AUTOINCREMENT: an id is never handed out twice, not even after the
     -- newest events were pruned, so a cursor always means one place.
     id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    type        TEXT    NOT NULL CHECK (type IN ('pet.created', 'pet.updated', 'pet.deleted',
-                                                 'order.placed', 'order.delivered', 'order.cancelled')),
+    type        TEXT    NOT NULL REFERENCES event_types (type),
     -- Unix milliseconds, UTC.
     occurred_at INTEGER NOT NULL,
     -- The changed resource's path, and its JSON as GET returned it right

@@ -29,31 +29,15 @@ type notFoundError struct {
 
 func (e *notFoundError) Error() string { return fmt.Sprintf("no %s has id %d", e.what, e.id) }
 
-// refusalReason is why the data refused a write.
-type refusalReason int
-
-const (
-	petHasOpenOrder   refusalReason = iota + 1 // a pet's status changed while its order is placed
-	petHasOrders                               // a pet deleted that orders name
-	unknownPet                                 // an order for a pet that does not exist
-	petNotAvailable                            // an order for a pet that is not available
-	invalidTransition                          // an order moved to a status it cannot take
-)
-
-// refusal is a write that the data refused, with what the refusal concerns.
-// It says what is so, in the store's terms; errors.go turns it into a
-// message and a code for the client.
-type refusal struct {
-	reason  refusalReason
-	petID   int64
-	orderID int64  // the order concerned (for a pet, its placed order), 0 when none
-	status  string // the current status of the pet or order concerned
-	to      string // the status an order was asked to take
-	orders  int64  // how many orders name the pet
-}
-
-func (e *refusal) Error() string {
-	return fmt.Sprintf("refused (reason %d): pet %d, order %d, status %q, to %q, %d orders", e.reason, e.petID, e.orderID, e.status, e.to, e.orders)
+// refusal is a write that the data refused. Each refusal is a type of its
+// own, declared beside the store file of the resource whose write it
+// refuses (the pets' in store_pets.go, the orders' in store_orders.go), and
+// holds only what that refusal concerns, in the store's terms: ids and
+// statuses. errors.go words each for the client, in one place.
+type refusal interface {
+	error
+	// isRefusal marks the store's refusals; it does nothing.
+	isRefusal()
 }
 
 // errUnwritable marks a write that failed because the database cannot be

@@ -8,12 +8,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // updateSchema rewrites schema.sql from what the migrations produce:
@@ -304,6 +308,33 @@ func TestMigrationsApplyAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestMigrationsRefuseABrokenReference: SQLite's migrations run with the
+// foreign key checks off (a table rebuild, as migration 13's of events,
+// drops a table others reference), so a migration that leaves a row
+// referencing nothing is caught by foreign_key_check before the commit.
+func TestMigrationsRefuseABrokenReference(t *testing.T) {
+	t.Parallel()
+	fsys := fstest.MapFS{
+		"m/0001_kinds.sql": {Data: []byte("CREATE TABLE kinds (kind TEXT PRIMARY KEY); CREATE TABLE things (kind TEXT REFERENCES kinds (kind));")},
+		"m/0002_thing.sql": {Data: []byte("INSERT INTO things (kind) VALUES ('unknown');")},
+	}
+	ms, err := loadMigrations(fsys, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, _, err := applyMigrations(t.Context(), db, sqliteDialect, ms); err == nil || !strings.Contains(err.Error(), "a row of things (rowid 1) references a missing row of kinds") {
+		t.Fatalf("migrate = %v, want the broken reference named", err)
+	}
+	if tables := queryRows(t, db, "SELECT name FROM sqlite_schema WHERE type = 'table'"); len(tables) != 0 {
+		t.Errorf("tables after a refused migration: %v, want none", tables)
+	}
+}
+
 func TestLoadMigrationsRefusesBadNumbering(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -405,4 +436,211 @@ func TestStartUpLogsTheMigration(t *testing.T) {
 			t.Errorf("migration log records mismatch (-want +got):\n%s", diff)
 		}
 	}
+}
+
+// schemaBackend is a backend a schema test runs on: the migrations'
+// directory and dialect, a database of its own, and the query that lists
+// the indexes of events (name and definition, by name).
+type schemaBackend struct {
+	name          string
+	dir           string
+	dialect       dialect
+	db            func(t testing.TB) string
+	eventsIndexes string
+}
+
+// schemaBackends are both backends.
+var schemaBackends = []schemaBackend{
+	{"SQLite", "migrations/sqlite", sqliteDialect, func(t testing.TB) string { return filepath.Join(t.TempDir(), "pets.db") },
+		"SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL ORDER BY name"},
+	{"PostgreSQL", "migrations/postgres", postgresDialect, postgresSchema,
+		"SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'events' ORDER BY indexname"},
+}
+
+// TestEventTypesAreTheDeclaredOnes holds the table event_types, which
+// events.type references (migration 13), to the types the code declares
+// (eventTypes, from resourceSpecs), on each backend, each type with the
+// partial index that a type filter of the feed reads (eventTypeIndexName,
+// migration 11): a type added to a resource's declaration without its
+// migration, or the other way round, fails here.
+func TestEventTypesAreTheDeclaredOnes(t *testing.T) {
+	t.Parallel()
+	for _, backend := range schemaBackends {
+		t.Run(backend.name, func(t *testing.T) {
+			st, err := openStore(t.Context(), backend.db(t), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var types []string
+			for _, row := range queryRows(t, st.reader, "SELECT type FROM event_types ORDER BY type") {
+				types = append(types, row[0])
+			}
+			if diff := cmp.Diff(slices.Sorted(slices.Values(eventTypes)), types); diff != "" {
+				t.Errorf("event_types mismatch (-declared in resourceSpecs +in the table):\n%s", diff)
+			}
+			indexes := map[string]bool{}
+			for _, row := range queryRows(t, st.reader, backend.eventsIndexes) {
+				indexes[row[0]] = true
+			}
+			for _, typ := range eventTypes {
+				if !indexes[eventTypeIndexName(typ)] {
+					t.Errorf("type %s has no index %s on events", typ, eventTypeIndexName(typ))
+				}
+			}
+		})
+	}
+}
+
+// TestTheDatabaseRefusesAnUnknownEventType: with the types in their own
+// table rather than in a CHECK, the database still stores an event only of
+// a type the table holds, whatever writes the row.
+func TestTheDatabaseRefusesAnUnknownEventType(t *testing.T) {
+	t.Parallel()
+	for _, backend := range schemaBackends {
+		t.Run(backend.name, func(t *testing.T) {
+			st, err := openStore(t.Context(), backend.db(t), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			for _, tt := range []struct {
+				rule    string
+				typ     string
+				refused bool
+			}{
+				{"a declared type is stored", eventPetCreated, false},
+				{"a type no resource declares is refused", "pet.adopted", true},
+				{"a pattern is no type", "pet.*", true},
+				{"types are compared exactly, case included", "Pet.Created", true},
+				{"a type with a trailing space is another type", eventOrderPlaced + " ", true},
+				{"the empty type is refused", "", true},
+			} {
+				_, err := st.writer.ExecContext(t.Context(), st.dialect.sql("INSERT INTO events (type, occurred_at, subject, data) VALUES (?, 0, '/v1/pets/1', '{}')"), tt.typ)
+				want := "stored"
+				if tt.refused {
+					want = "refused by the foreign key"
+				}
+				if got := foreignKeyViolation(err); got != tt.refused || (err != nil && !got) {
+					t.Errorf("%s: insert of type %q = %v, want it %s", tt.rule, tt.typ, err, want)
+				}
+			}
+		})
+	}
+}
+
+// foreignKeyViolation reports whether err is the database's refusal of a
+// row that references a row that does not exist.
+func foreignKeyViolation(err error) bool {
+	if se, ok := errors.AsType[*sqlite.Error](err); ok {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+	}
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pe.Code == "23503"
+}
+
+// TestMigration13KeepsEveryEventAndItsIds upgrades a database at version 12
+// holding events, on each backend, to the last version: on SQLite migration
+// 13 rebuilds events, which must keep every event, every index and the id
+// sequence, even when pruning has taken every event (the new table has no
+// row to take its sequence from), since the prune mark and the clients'
+// cursors are past those ids.
+func TestMigration13KeepsEveryEventAndItsIds(t *testing.T) {
+	t.Parallel()
+	for _, backend := range schemaBackends {
+		for _, tt := range []struct {
+			rule   string
+			pruned int64 // the events up to this id are deleted at version 12
+		}{
+			{"the oldest events pruned", 2},
+			{"every event pruned", 5},
+		} {
+			t.Run(backend.name+"/"+tt.rule, func(t *testing.T) {
+				db := backend.db(t)
+				before, indexes := eventsAtVersion12(t, backend, db, tt.pruned)
+				st, err := openStore(t.Context(), db, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				if st.schemaFrom != 12 {
+					t.Fatalf("opened at version %d, want 12", st.schemaFrom)
+				}
+				if diff := cmp.Diff(before, queryRows(t, st.reader, "SELECT id, type || ' ' || occurred_at || ' ' || subject || ' ' || data FROM events ORDER BY id")); diff != "" {
+					t.Errorf("events after migration 13 mismatch (-before +after):\n%s", diff)
+				}
+				if diff := cmp.Diff(indexes, queryRows(t, st.reader, backend.eventsIndexes)); diff != "" {
+					t.Errorf("indexes of events after migration 13 mismatch (-before +after):\n%s", diff)
+				}
+				insert := st.dialect.sql("INSERT INTO events (type, occurred_at, subject, data) VALUES (?, 0, '/v1/pets/9', '{}') RETURNING id")
+				var id int64
+				if err := st.writer.QueryRowContext(t.Context(), insert, eventPetCreated).Scan(&id); err != nil || id != 6 {
+					t.Errorf("the first event after migration 13: id %d (%v), want 6, after the 5 handed out", id, err)
+				}
+				if _, err := st.writer.ExecContext(t.Context(), insert, "pet.adopted"); !foreignKeyViolation(err) {
+					t.Errorf("an event of an unknown type after migration 13: %v, want refused by the foreign key", err)
+				}
+			})
+		}
+	}
+}
+
+// eventsAtVersion12 migrates the empty database db to version 12, writes
+// five events (ids 1 to 5) and deletes those up to pruned, as pruning does.
+// It returns the events left (id, then the other columns) and the indexes
+// of events.
+func eventsAtVersion12(t *testing.T, b schemaBackend, db string, pruned int64) (events, indexes [][]string) {
+	t.Helper()
+	d := b.dialect
+	ms, err := loadMigrations(migrationFiles, b.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := openDB(t, db)
+	if _, _, err := applyMigrations(t.Context(), conn, d, ms[:12]); err != nil {
+		t.Fatal(err)
+	}
+	for i, typ := range []string{eventPetCreated, eventPetUpdated, eventOrderPlaced, eventOrderDelivered, eventPetDeleted} {
+		if _, err := conn.ExecContext(t.Context(), d.sql("INSERT INTO events (type, occurred_at, subject, data) VALUES (?, ?, ?, ?)"),
+			typ, 1000+i, fmt.Sprintf("/v1/pets/%d", i+1), fmt.Sprintf(`{"n":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.ExecContext(t.Context(), d.sql("DELETE FROM events WHERE id <= ?"), pruned); err != nil {
+		t.Fatal(err)
+	}
+	events = queryRows(t, conn, "SELECT id, type || ' ' || occurred_at || ' ' || subject || ' ' || data FROM events ORDER BY id")
+	indexes = queryRows(t, conn, b.eventsIndexes)
+	return events, indexes
+}
+
+// queryRows runs query through q and returns its rows, each column read as
+// a string.
+func queryRows(t *testing.T, q querier, query string) [][]string {
+	t.Helper()
+	rows, err := q.QueryContext(t.Context(), query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	columns, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all [][]string
+	for rows.Next() {
+		row := make([]string, len(columns))
+		ptrs := make([]any, len(columns))
+		for i := range row {
+			ptrs[i] = &row[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return all
 }

@@ -90,6 +90,38 @@ func (s *store) listOrders(ctx context.Context, status string, pr pageRequest) (
 	return queryPage(ctx, s, "list orders", s.orderStmts.listByState, pr, scanOrder, status)
 }
 
+// unknownPet refuses an order for a pet that does not exist.
+type unknownPet struct{ petID int64 }
+
+func (e *unknownPet) Error() string { return fmt.Sprintf("refused: no pet has id %d", e.petID) }
+
+func (*unknownPet) isRefusal() {}
+
+// petNotAvailable refuses an order for a pet that is not available.
+type petNotAvailable struct {
+	petID  int64
+	status string // the pet's
+}
+
+func (e *petNotAvailable) Error() string {
+	return fmt.Sprintf("refused: pet %d is %s, not available", e.petID, e.status)
+}
+
+func (*petNotAvailable) isRefusal() {}
+
+// invalidTransition refuses moving an order to a status it cannot take
+// (orderMayMove).
+type invalidTransition struct {
+	orderID  int64
+	from, to string // the order's status, and the one asked for
+}
+
+func (e *invalidTransition) Error() string {
+	return fmt.Sprintf("refused: order %d cannot move from %s to %s", e.orderID, e.from, e.to)
+}
+
+func (*invalidTransition) isRefusal() {}
+
 // placeOrder places an order for the pet petID at the instant at: the pet
 // goes from available to pending. It refuses a pet that does not exist (the
 // request names something that is not there) and a pet that is not
@@ -107,11 +139,11 @@ func (tx *txn) placeOrder(petID int64, at time.Time) (outcome[Order], error) {
 		err := tx.queryRow(tx.st.orderStmts.petStatusOf, petID).Scan(&status)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return refuse[Order](&refusal{reason: unknownPet, petID: petID})
+			return refuse[Order](&unknownPet{petID: petID})
 		case err != nil:
 			return outcome[Order]{}, tx.st.failed("read pet status", err)
 		}
-		return refuse[Order](&refusal{reason: petNotAvailable, petID: petID, status: status})
+		return refuse[Order](&petNotAvailable{petID: petID, status: status})
 	}
 	if _, ok, err := updateRow(tx, petsResource, tx.st.orderStmts.claimPet, scanPet, Pet.rowID, petID); err != nil || !ok {
 		if err == nil {
@@ -144,7 +176,7 @@ func (tx *txn) updateOrder(id int64, to string, at time.Time) (outcome[orderChan
 	case o.Status == to:
 		return outcome[orderChange]{value: orderChange{Order: o, from: o.Status}}, nil
 	case !orderMayMove(o.Status, to):
-		return refuse[orderChange](&refusal{reason: invalidTransition, orderID: id, status: o.Status, to: to})
+		return refuse[orderChange](&invalidTransition{orderID: id, from: o.Status, to: to})
 	}
 	// A wall clock stepped back never makes an order change before it was
 	// placed.

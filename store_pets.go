@@ -93,7 +93,7 @@ func (d dialect) listPetsByID(withStatus bool) string {
 
 // outcome is the result of a write that the data may refuse: either value,
 // or refused, which says why nothing was written (a *notFoundError or a
-// *refusal, which errors.go translates). A refusal is an answer for the
+// refusal, which errors.go translates). A refusal is an answer for the
 // client, not a failure of the job: its batch goes on undisturbed.
 type outcome[T any] struct {
 	value   T
@@ -386,6 +386,33 @@ func (tx *txn) getPet(id int64) (*Pet, error) {
 	return &p, nil
 }
 
+// petHasOpenOrder refuses a change of a pet's status while an order of the
+// pet is placed: that order decides the status.
+type petHasOpenOrder struct {
+	petID, orderID int64  // the pet, and its placed order
+	status         string // the pet's status, which the order holds
+}
+
+func (e *petHasOpenOrder) Error() string {
+	return fmt.Sprintf("refused: pet %d has order %d placed, and keeps its status %q", e.petID, e.orderID, e.status)
+}
+
+func (*petHasOpenOrder) isRefusal() {}
+
+// petHasOrders refuses the delete of a pet that orders name: the sales
+// history stays whole.
+type petHasOrders struct {
+	petID       int64
+	orders      int64 // how many orders name the pet
+	placedOrder int64 // the order of the pet that is placed, 0 when none
+}
+
+func (e *petHasOrders) Error() string {
+	return fmt.Sprintf("refused: pet %d is named by %d orders (placed: %d)", e.petID, e.orders, e.placedOrder)
+}
+
+func (*petHasOrders) isRefusal() {}
+
 // updatePet applies patch to the pet id and returns the pet as it is then.
 // It refuses a pet that does not exist, and a change of status while an
 // order of the pet is placed: that order decides the pet's status.
@@ -413,7 +440,7 @@ func (tx *txn) updatePet(id int64, patch petPatch) (outcome[Pet], error) {
 			return outcome[Pet]{}, err
 		}
 		if order != 0 {
-			return refuse[Pet](&refusal{reason: petHasOpenOrder, petID: id, orderID: order, status: p.Status})
+			return refuse[Pet](&petHasOpenOrder{petID: id, orderID: order, status: p.Status})
 		}
 	}
 	updated, ok, err := updateRow(tx, petsResource, tx.st.petStmts.update, scanPet, Pet.rowID, next.Name, next.CategoryID, next.Status, id)
@@ -439,7 +466,7 @@ func (tx *txn) deletePet(id int64) (outcome[struct{}], error) {
 		if err != nil {
 			return outcome[struct{}]{}, err
 		}
-		return refuse[struct{}](&refusal{reason: petHasOrders, petID: id, orderID: order, orders: n})
+		return refuse[struct{}](&petHasOrders{petID: id, orders: n, placedOrder: order})
 	}
 	return outcome[struct{}]{}, deleteRow(tx, petsResource, tx.st.petStmts.delete, id, *p)
 }

@@ -6,6 +6,7 @@ package main
 var serviceTables = []tableSpec{
 	{name: "idempotency_keys", columns: []string{"api_key_hmac", "idempotency_key", "operation", "fingerprint", "resource_id", "body", "created_at"}, noun: "idempotency records"},
 	{name: "idempotency_record_counts", notCopied: "kept by triggers: the destination's count the records as the copy inserts them"},
+	{name: "event_types", notCopied: "the destination's own: its migrations fill it with the types this binary knows, as they filled the source's (the copy opens both, and so migrates both)"},
 	{name: "events", columns: []string{"id", "type", "occurred_at", "subject", "data"}, hasID: true, noun: "events"},
 	{name: "event_marks", columns: []string{"one", "pruned_through"}, singleton: true, noun: "prune marks"},
 	{name: "event_tickets", notCopied: "single-use stream tickets that live 60 s: a client asks the destination for a new one"},
