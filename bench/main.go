@@ -62,6 +62,8 @@ func main() {
 	switch {
 	case len(os.Args) > 1 && os.Args[1] == "ceiling":
 		err = runCeiling(os.Args[2:])
+	case len(os.Args) > 1 && os.Args[1] == "durable":
+		err = runDurable(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "balance":
 		err = runBalancer(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "events":
