@@ -424,3 +424,29 @@ func BenchmarkChainOnAFreshGoroutine(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLogLines measures an access line on its way to a pipe (the
+// process's standard error, as journald reads it): one write(2) a line, or
+// into bufferLines' buffer, written out in one write every so often.
+func BenchmarkLogLines(b *testing.B) {
+	line := []byte("time=2026-11-28T17:43:21.123Z level=INFO msg=request method=GET path=/v1/pets/7 status=200 bytes=58 duration=45.2µs request_id=ROWWODVCY3TZP6SU3DSTCTBLFT caller=key-766570cf\n")
+	r, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	go io.Copy(io.Discard, r)
+	b.Run("a write a line", func(b *testing.B) {
+		for b.Loop() {
+			w.Write(line)
+		}
+	})
+	b.Run("buffered", func(b *testing.B) {
+		out, _, closeOut := bufferLines(w)
+		defer closeOut()
+		for b.Loop() {
+			out.Write(line)
+		}
+	})
+}

@@ -17,7 +17,8 @@ import (
 // generic machinery: 23% of a cached getPet's CPU. The line is byte for byte
 // what the TextHandler writes for the same record (TestAccessLineIsSlogs
 // holds the two to each other over many inputs), written with one Write,
-// unbuffered, as the TextHandler does. The JSON format keeps slog's handler.
+// as the TextHandler does (into the log's buffer: see bufferLines). The JSON
+// format keeps slog's handler.
 
 // logHandler is the handler of the service's logger: slog's, with what the
 // access line needs to bypass it.

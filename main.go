@@ -107,6 +107,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 // store closes, and the database's lock (see lockDatabase) is released
 // last.
 func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr io.Writer) error {
+	// Deferred first, so run last: every line logged is out when serve
+	// returns.
+	stderr, flushLog, closeLog := bufferLines(stderr)
+	defer closeLog()
 	log := newLogger(cfg.logFormat, stderr)
 	// Before the store opens: a second process must not migrate the file,
 	// nor free the first one's webhook leases.
@@ -142,7 +146,7 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	if err := announce(ctx, cfg, log, st, keys, lns, certs, stdout); err != nil {
 		return err
 	}
-	reloads := reloadOnSignal(log, keys, certs)
+	reloads := reloadOnSignal(log, keys, certs, flushLog)
 	defer close(reloads)
 	if err := waitForStop(ctx, hup, serveErr, reloads); err != nil {
 		return err
@@ -468,21 +472,30 @@ func isLoopback(addr net.Addr) bool {
 // draining on SIGTERM. The certificate is only asked for (its files are
 // read in a goroutine of their own), so that nothing in them can delay the
 // keys', which may revoke a key.
-func reloadOnSignal(log *slog.Logger, keys keyring, certs *certificates) chan<- struct{} {
+func reloadOnSignal(log *slog.Logger, keys keyring, certs *certificates, flushLog func()) chan<- struct{} {
 	reloads := make(chan struct{}, 1)
 	go func() {
 		for range reloads {
 			certs.reload()
-			if err := keys.reload(); err != nil {
-				log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
-				continue
-			}
-			log.Info("API keys reloaded", "keys", len(keys.keys().entries))
-			warnShortKeys(log, keys)
-			warnExpiringKeys(log, keys, time.Now())
+			reloadKeys(log, keys)
+			// The lines of the reload, and the requests' before them, are
+			// out by the time an operator looks (see bufferLines).
+			flushLog()
 		}
 	}()
 	return reloads
+}
+
+// reloadKeys reads the keys again and logs the outcome: an ERROR when they
+// are refused, and the keys in force stay.
+func reloadKeys(log *slog.Logger, keys keyring) {
+	if err := keys.reload(); err != nil {
+		log.Error("API keys not reloaded; the previous keys stay in force", "err", err)
+		return
+	}
+	log.Info("API keys reloaded", "keys", len(keys.keys().entries))
+	warnShortKeys(log, keys)
+	warnExpiringKeys(log, keys, time.Now())
 }
 
 // waitForStop waits for ctx to end, asking for a reload at each signal
