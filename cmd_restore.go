@@ -37,7 +37,7 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	client := req.target.client(quietLog(), replicaCallTimeout)
+	client := req.target.client(quietLog(), replicaCallTimeout, nil)
 	if req.list {
 		return listRestorable(ctx, req.target, client, stdout)
 	}

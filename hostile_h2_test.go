@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,4 +203,30 @@ func makeRoomOverHTTP2(t *testing.T, url string, n int) (closedCount func() int)
 		}
 		return closed
 	}
+}
+
+// TestAShortBodyOverHTTP2IsABadRequest: an HTTP/2 create whose body ends
+// (END_STREAM) before its Content-Length is a client still waiting for an
+// answer: 400 invalid_body, as at every release before, never the silence
+// of a client gone (an empty 200). Over HTTP/1.1 such a
+// body cannot end before its length without the connection's end.
+func TestAShortBodyOverHTTP2IsABadRequest(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(newTestServer(t).Handler)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := dialH2(t, srv.URL, &net.Dialer{}, 65535)
+	id, err := c.open("POST", "/v1/pets", map[string]string{"authorization": "Bearer " + testKey, "content-type": "application/json", "content-length": "40"}, false)
+	if err == nil {
+		err = c.data(id, []byte(`{"name":"Short","categoryId":1}`), true)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.answer(id, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, a.response, http.StatusBadRequest, codeInvalidBody, "could not be read completely")
 }

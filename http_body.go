@@ -66,13 +66,23 @@ func readJSONBody(w http.ResponseWriter, r *http.Request, also ...string) ([]byt
 		return nil, errorf(codePayloadTooLarge, "the request body is larger than the limit of %d bytes (1 MiB)", maxBodyBytes)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
 		return nil, errClientGone
-	case r.ProtoMajor == 2 && !errors.Is(err, os.ErrDeadlineExceeded):
-		// HTTP/2 ends a body early, but for the read timeout, only when
-		// its stream ends: the client reset it, or its connection is gone
-		// (net/http closes the body before it ends the request's context).
+	case r.ProtoMajor == 2 && !errors.Is(err, os.ErrDeadlineExceeded) && !shortHTTP2Body(err):
+		// HTTP/2 ends a body early, but for the read timeout and a body
+		// shorter than its Content-Length, only when its stream ends: the
+		// client reset it, or its connection is gone (net/http closes the
+		// body before it ends the request's context).
 		return nil, errClientGone
 	}
 	return nil, errorf(codeInvalidBody, "the request body could not be read completely")
+}
+
+// shortHTTP2Body reports whether err is net/http's for an HTTP/2 body
+// that ended (END_STREAM) before its Content-Length: the client is there,
+// waiting for an answer, and its body is invalid. net/http makes it with
+// fmt.Errorf, so its words are all there is to know it by
+// (TestAShortBodyOverHTTP2IsABadRequest holds them).
+func shortHTTP2Body(err error) bool {
+	return strings.HasPrefix(err.Error(), "request declared a Content-Length of ")
 }
 
 // firstBodyRead is the most a body's first buffer holds: all the memory a

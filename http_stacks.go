@@ -1,6 +1,11 @@
 package main
 
-import "net/http"
+import (
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
 
 // Goroutines that keep their stacks. Over HTTP/1.1 net/http serves a
 // connection's requests one after another on one goroutine, whose stack,
@@ -16,13 +21,18 @@ import "net/http"
 
 // maxIdleStackers bounds the goroutines kept idle between requests: more
 // than the requests in flight at once on a busy server is wasted memory (a
-// grown stack is tens of KiB).
-const maxIdleStackers = 256
+// grown stack is tens of KiB). One idle for stackerIdleLife ends, so that
+// a quiet server (or one stopped) keeps none.
+const (
+	maxIdleStackers = 256
+	stackerIdleLife = time.Minute
+)
 
 // stackPool is the pool of goroutines that serve HTTP/2's requests.
 type stackPool struct {
 	next http.Handler
-	idle chan *stacker
+	mu   sync.Mutex
+	idle []*stacker // the last one idle is taken first: its stack is the warmest
 }
 
 // stacker is one goroutine of the pool, and the request it serves.
@@ -42,7 +52,7 @@ type stacker struct {
 // grown stacks; HTTP/1.1's, whose connection goroutine keeps its own, are
 // served where they come.
 func keepStacks(next http.Handler) http.Handler {
-	p := &stackPool{next: next, idle: make(chan *stacker, maxIdleStackers)}
+	p := &stackPool{next: next}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor < 2 {
 			next.ServeHTTP(w, r)
@@ -63,11 +73,14 @@ func keepStacks(next http.Handler) http.Handler {
 
 // get takes an idle goroutine of the pool, or starts one.
 func (p *stackPool) get() *stacker {
-	select {
-	case s := <-p.idle:
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		s := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
 		return s
-	default:
 	}
+	p.mu.Unlock()
 	s := &stacker{pool: p, start: make(chan struct{}), done: make(chan struct{})}
 	go s.serve()
 	return s
@@ -76,18 +89,48 @@ func (p *stackPool) get() *stacker {
 // put gives s back to the pool, or ends its goroutine when enough are
 // idle already.
 func (p *stackPool) put(s *stacker) {
-	select {
-	case p.idle <- s:
-	default:
-		close(s.start)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle) < maxIdleStackers {
+		p.idle = append(p.idle, s)
+		return
 	}
+	close(s.start)
 }
 
-// serve serves the requests it is given until its pool lets it go.
+// leave takes s out of the idle ones, and reports whether it was there (a
+// request taking it meanwhile keeps it).
+func (p *stackPool) leave(s *stacker) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.Index(p.idle, s)
+	if i < 0 {
+		return false
+	}
+	p.idle = slices.Delete(p.idle, i, i+1)
+	return true
+}
+
+// serve serves the requests it is given until its pool lets it go, or it
+// has been idle for stackerIdleLife.
 func (s *stacker) serve() {
-	for range s.start {
-		s.serveOne()
-		s.done <- struct{}{}
+	idle := time.NewTimer(stackerIdleLife)
+	defer idle.Stop()
+	for {
+		select {
+		case _, ok := <-s.start:
+			if !ok {
+				return
+			}
+			s.serveOne()
+			idle.Reset(stackerIdleLife)
+			s.done <- struct{}{}
+		case <-idle.C:
+			if s.pool.leave(s) {
+				return
+			}
+			idle.Reset(stackerIdleLife) // taken meanwhile: its request is coming
+		}
 	}
 }
 

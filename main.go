@@ -158,7 +158,11 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 // its file, and, on PostgreSQL without a secret file, reads the secret of
 // key identities from it into cfg (and loads the keys under it again).
 func openStoreOf(ctx context.Context, cfg *config, log *slog.Logger) (*store, error) {
-	st, err := openStore(ctx, cfg.dbPath, cfg.dbMaxConns)
+	open := openStore
+	if cfg.replica.on() {
+		open = func(ctx context.Context, path string, _ int) (*store, error) { return openReplicatedSQLite(ctx, path) }
+	}
+	st, err := open(ctx, cfg.dbPath, cfg.dbMaxConns)
 	if err != nil {
 		return nil, &configError{settingName("db"), err.Error()}
 	}

@@ -47,7 +47,7 @@ func restoreLatest(t *testing.T, replicaURL string) string {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	r := litestream.NewReplicaWithClient(nil, target.client(quiet, defaultReplicaTimeout))
+	r := litestream.NewReplicaWithClient(nil, target.client(quiet, defaultReplicaTimeout, nil))
 	opt := litestream.NewRestoreOptions()
 	opt.OutputPath = filepath.Join(t.TempDir(), "restored.db")
 	if err := r.Restore(t.Context(), opt); err != nil {
@@ -199,12 +199,13 @@ func checkpointStatements(t *testing.T) []string {
 	return found
 }
 
-// TestTheWriterRunsNoAutomaticCheckpointWhenReplicated reads the writer's
-// setting through a store replicating as serve starts it.
+// TestTheWriterRunsNoAutomaticCheckpointWhenReplicated reads the setting of
+// a store opened and replicating as serve does it, on each pool: in the
+// connection string, so that a connection opened again has it too.
 func TestTheWriterRunsNoAutomaticCheckpointWhenReplicated(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "pets.db")
-	st, err := openStore(t.Context(), db, 0)
+	st, err := openReplicatedSQLite(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,12 +217,14 @@ func TestTheWriterRunsNoAutomaticCheckpointWhenReplicated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var n int
-	if err := st.writer.QueryRowContext(t.Context(), "PRAGMA wal_autocheckpoint").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		t.Errorf("wal_autocheckpoint = %d on the writer of a replicated store, want 0: Litestream owns checkpoints", n)
+	for name, pool := range map[string]*sql.DB{"writer": st.writer, "reader": st.reader} {
+		var n int
+		if err := pool.QueryRowContext(t.Context(), "PRAGMA wal_autocheckpoint").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("wal_autocheckpoint = %d on the %s of a replicated store, want 0: Litestream owns checkpoints", n, name)
+		}
 	}
 }
 

@@ -140,11 +140,23 @@ func openStore(ctx context.Context, db string, maxConns int) (*store, error) {
 	if isPostgresURL(db) {
 		return openPostgres(ctx, db, maxConns)
 	}
-	return openSQLite(ctx, db)
+	return openSQLite(ctx, db, "")
 }
 
-// openSQLite opens (creating if needed) the SQLite file at path.
-func openSQLite(ctx context.Context, path string) (*store, error) {
+// noAutoCheckpoint turns SQLite's automatic checkpoints off on every
+// connection of a file that Litestream replicates (see replicate), in the
+// connection string, so that a connection opened again has it too.
+const noAutoCheckpoint = "&_pragma=wal_autocheckpoint(0)"
+
+// openReplicatedSQLite opens the SQLite file at path for replication: its
+// connections run no checkpoint of their own.
+func openReplicatedSQLite(ctx context.Context, path string) (*store, error) {
+	return openSQLite(ctx, path, noAutoCheckpoint)
+}
+
+// openSQLite opens (creating if needed) the SQLite file at path, with
+// params added to every connection's.
+func openSQLite(ctx context.Context, path, params string) (*store, error) {
 	if err := checkDBPath(path); err != nil {
 		return nil, err
 	}
@@ -161,7 +173,7 @@ func openSQLite(ctx context.Context, path string) (*store, error) {
 			return nil, err
 		}
 	}
-	dsn := sqliteFileName(path) + "?" + connParams
+	dsn := sqliteFileName(path) + "?" + connParams + params
 	if path == memoryDB {
 		// A plain ":memory:" database is private to one connection, so the
 		// pool's connections would each see an empty database of their own.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,11 +102,12 @@ type replicator struct {
 // replicaWaiter is a batch of writes committed, waiting for its commit to
 // be in the replica: answer runs once, with nil or the reason it is not.
 type replicaWaiter struct {
-	once   sync.Once
-	answer func(error)
-	timer  atomic.Pointer[time.Timer] // set just after the timer starts, which may fire first
-	since  time.Time
-	r      *replicator
+	once     sync.Once
+	answered atomic.Bool // finished: a later sync need not keep it
+	answer   func(error)
+	timer    atomic.Pointer[time.Timer] // set just after the timer starts, which may fire first
+	since    time.Time
+	r        *replicator
 }
 
 // finish answers the waiter, once.
@@ -116,6 +118,8 @@ func (w *replicaWaiter) finish(err error) {
 		}
 		w.r.waits.Observe(time.Since(w.since).Seconds())
 		w.answer(err)
+		w.answer = nil // its batch's jobs, for the collector
+		w.answered.Store(true)
 	})
 }
 
@@ -124,7 +128,7 @@ func (w *replicaWaiter) finish(err error) {
 // already is an error naming it), the first sync done, the loop running.
 func startReplica(ctx context.Context, log *slog.Logger, path string, settings replicaSettings) (*replicator, error) {
 	log = log.With("replica", settings.target.String())
-	lease, err := newReplicaLease(ctx, settings.target)
+	lease, err := newReplicaLease(ctx, settings.target, log)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +154,7 @@ func startReplica(ctx context.Context, log *slog.Logger, path string, settings r
 // replica that cannot be written is known at start.
 func (r *replicator) open(ctx context.Context, path string) error {
 	r.db = litestream.NewDB(path)
-	r.db.Replica = litestream.NewReplicaWithClient(r.db, r.settings.target.client(slog.New(minLevel{r.log.Handler(), slog.LevelWarn}), r.settings.timeout))
+	r.db.Replica = litestream.NewReplicaWithClient(r.db, r.settings.target.client(slog.New(minLevel{r.log.Handler(), slog.LevelWarn}), r.settings.timeout, r.lease))
 	// The service uploads (run); Litestream's own loop would retry a
 	// store that is gone with a back-off of up to five minutes.
 	r.db.Replica.MonitorEnabled = false
@@ -279,11 +283,16 @@ func (r *replicator) syncOnce() error {
 			r.firstPending = r.nextPending
 		}
 		r.nextPending = time.Time{}
-		r.waiting = append(batch, r.waiting...) // the next try covers them
+		// The next try covers them, but for those answered already (their
+		// timeout passed): an outage of hours keeps no batch it answered.
+		batch = slices.DeleteFunc(batch, func(w *replicaWaiter) bool { return w.answered.Load() })
+		r.waiting = append(batch, r.waiting...)
 	}
 	r.mu.Unlock()
 	if err != nil {
-		r.failed(err)
+		if r.ctx.Err() == nil { // not the upload close cut short
+			r.failed(err)
+		}
 		return err
 	}
 	r.lastSync.Store(start.UnixNano())
@@ -297,12 +306,14 @@ func (r *replicator) syncOnce() error {
 }
 
 // upload syncs the WAL to Litestream's files and them to the replica,
-// within the replica timeout, if the lease is still held.
+// within the replica timeout and the lease's life (each write of the
+// replica's client is fenced by the lease too).
 func (r *replicator) upload(start time.Time) error {
-	if !r.lease.held(start) {
+	until, ok := r.lease.heldUntil(start)
+	if !ok {
 		return errReplicaFenced
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.settings.timeout)
+	ctx, cancel := context.WithDeadline(r.ctx, earliest(start.Add(r.settings.timeout), until))
 	defer cancel()
 	return r.db.SyncAndWait(ctx)
 }

@@ -38,30 +38,41 @@ type replicaLease interface {
 	// acquire takes the lease, or returns a *replicaHeldError naming the
 	// service that holds it, and keeps it renewed until release.
 	acquire(ctx context.Context) error
-	// held reports whether the lease is surely still this service's at
-	// now: uploads stop when it is not.
-	held(now time.Time) bool
+	// heldUntil reports whether the lease is surely still this service's
+	// at now, and until when it surely is: writes stop, and uploads end,
+	// before that.
+	heldUntil(now time.Time) (time.Time, bool)
 	release(ctx context.Context)
 }
 
 // leaseOwner is who holds a lease, as the lease records it. Boot is the
-// kernel's id of the boot the holder runs in (Linux's boot_id; empty
-// elsewhere): a lease whose holder ran in this very boot, under a process
-// id that no longer runs, is a dead holder's, on this machine, and a
+// kernel's id of the boot the holder runs in (Linux's boot_id), and PIDNS
+// its namespace of process ids (empty where there is none): a lease whose
+// holder ran in this very boot, on this host, in this namespace of process
+// ids, under a process id that no longer runs, is a dead holder's, and a
 // service restarted after a crash takes it at once instead of waiting 30 s
-// for it to lapse. A host name alone could not tell: two VMs cloned from
-// one image share it.
+// for it to lapse. A host name alone could not tell (two VMs cloned from
+// one image share it), nor a boot (containers on one host share it, each
+// with its own process ids).
 type leaseOwner struct {
 	Host    string    `json:"host"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
 	Boot    string    `json:"boot,omitempty"`
+	PIDNS   string    `json:"pidns,omitempty"`
 }
 
 // thisOwner is this process, as a lease names it.
 func thisOwner() leaseOwner {
 	host, _ := os.Hostname()
-	return leaseOwner{Host: host, PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Second), Boot: bootID()}
+	return leaseOwner{Host: host, PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Second), Boot: bootID(), PIDNS: pidNamespace()}
+}
+
+// pidNamespace names this process's namespace of process ids ("" where
+// there is none to read).
+func pidNamespace() string {
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return ns
 }
 
 // bootID is the kernel's id of the running boot, "" where there is none.
@@ -77,7 +88,11 @@ func bootID() string {
 // this boot that no longer runs.
 func diedHere(record string) bool {
 	var o leaseOwner
-	if json.Unmarshal([]byte(record), &o) != nil || o.Boot == "" || o.Boot != bootID() || o.PID <= 0 || o.PID == os.Getpid() {
+	if json.Unmarshal([]byte(record), &o) != nil || o.PID <= 0 || o.PID == os.Getpid() {
+		return false
+	}
+	here := thisOwner()
+	if o.Boot == "" || o.Boot != here.Boot || o.PIDNS == "" || o.PIDNS != here.PIDNS || o.Host != here.Host {
 		return false
 	}
 	return !processRuns(o.PID)
@@ -104,7 +119,7 @@ func (e *replicaHeldError) Error() string {
 }
 
 // newReplicaLease returns the lease of the replica at t, not yet taken.
-func newReplicaLease(ctx context.Context, t replicaTarget) (replicaLease, error) {
+func newReplicaLease(ctx context.Context, t replicaTarget, log *slog.Logger) (replicaLease, error) {
 	if !t.s3() {
 		return &fileLease{dir: t.dir}, nil
 	}
@@ -118,7 +133,7 @@ func newReplicaLease(ctx context.Context, t replicaTarget) (replicaLease, error)
 	l.Bucket, l.Path, l.TTL = t.bucket, t.path, replicaLeaseTTL
 	owner, _ := json.Marshal(thisOwner())
 	l.Owner = string(owner)
-	return &s3Lease{target: t, leaser: l, client: client, stop: make(chan struct{}), stopped: make(chan struct{})}, nil
+	return &s3Lease{target: t, leaser: l, client: client, log: log, stop: make(chan struct{}), stopped: make(chan struct{})}, nil
 }
 
 // newS3Client is an S3 client for the bucket of t, with the credentials the
@@ -151,6 +166,7 @@ type s3Lease struct {
 	target  replicaTarget
 	leaser  *lss3.Leaser
 	client  *s3.Client
+	log     *slog.Logger
 	stop    chan struct{}
 	stopped chan struct{}
 
@@ -218,25 +234,65 @@ func (l *s3Lease) renew() {
 		if current == nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), leaseCallTimeout)
-		renewed, err := l.leaser.RenewLease(ctx, current)
-		cancel()
-		l.mu.Lock()
-		switch {
-		case err == nil:
-			l.lease = renewed
-		case errors.Is(err, litestream.ErrLeaseNotHeld):
-			l.lease = nil
-		}
-		l.mu.Unlock()
+		l.renewOnce(current)
 	}
 }
 
-// held reports whether the lease is this service's until a little after now.
-func (l *s3Lease) held(now time.Time) bool {
+// renewOnce renews the lease once. A renewal refused (the object is not the
+// one this service wrote last) may be a renewal that succeeded but whose
+// answer was lost, retried with the old ETag: the object is read, and the
+// lease kept when it still names this very process, lost otherwise.
+func (l *s3Lease) renewOnce(current *litestream.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), leaseCallTimeout)
+	defer cancel()
+	renewed, err := l.leaser.RenewLease(ctx, current)
+	if errors.Is(err, litestream.ErrLeaseNotHeld) {
+		renewed, err = l.stillOurs(ctx)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.lease != nil && now.Add(2*time.Second).Before(l.lease.ExpiresAt)
+	switch {
+	case err == nil:
+		l.lease = renewed
+	case errors.Is(err, litestream.ErrLeaseNotHeld):
+		l.lease = nil
+		l.log.Error("the replica's lease was taken by another service: this one no longer writes into the replica; stop one of the two, restore from the replica if this one's writes must be kept", "err", err)
+	}
+}
+
+// stillOurs reads the lease object and returns it, with its ETag, when it
+// names this process; litestream.ErrLeaseNotHeld when it names another.
+func (l *s3Lease) stillOurs(ctx context.Context) (*litestream.Lease, error) {
+	out, err := l.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(l.target.bucket), Key: aws.String(l.target.path + "/" + lss3.DefaultLeasePath)})
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	var found litestream.Lease
+	if err := json.NewDecoder(out.Body).Decode(&found); err != nil {
+		return nil, err
+	}
+	if found.Owner != l.leaser.Owner || out.ETag == nil {
+		return nil, fmt.Errorf("%w: it names %.200s", litestream.ErrLeaseNotHeld, found.Owner)
+	}
+	found.ETag = *out.ETag
+	return &found, nil
+}
+
+// leaseMargin is how long before the lease's expiry, by this machine's
+// clock, the service stops writing: the clocks of two machines, and the
+// store's time to take a write in, differ by that much at most.
+const leaseMargin = 2 * time.Second
+
+// heldUntil says until when the lease is surely this service's.
+func (l *s3Lease) heldUntil(now time.Time) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lease == nil {
+		return time.Time{}, false
+	}
+	until := l.lease.ExpiresAt.Add(-leaseMargin)
+	return until, now.Before(until)
 }
 
 // release stops the renewal and gives the lease up, so that another service
@@ -293,8 +349,11 @@ func (l *fileLease) acquire(context.Context) error {
 	return nil
 }
 
-// held is true while the lock is: the kernel holds it for this process.
-func (l *fileLease) held(time.Time) bool { return l.f != nil }
+// heldUntil is for ever while the lock is held: the kernel holds it for
+// this process.
+func (l *fileLease) heldUntil(time.Time) (time.Time, bool) {
+	return time.Now().Add(24 * time.Hour), l.f != nil
+}
 
 // release empties the file and drops the lock.
 func (l *fileLease) release(context.Context) {

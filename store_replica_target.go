@@ -44,8 +44,12 @@ func (t replicaTarget) String() string {
 }
 
 // client is the Litestream client of the replica, logging to log, its
-// every call bounded in time (see boundedClient).
-func (t replicaTarget) client(log *slog.Logger, timeout time.Duration) litestream.ReplicaClient {
+// every call bounded in time (see boundedClient), and, with a lease, every
+// write and delete fenced by it: nothing is written into the replica once
+// the lease may have lapsed, whoever writes (the service's uploads, and
+// Litestream's own compactions, snapshots, removals and last upload at
+// close). A restore, which only reads, has no lease (nil).
+func (t replicaTarget) client(log *slog.Logger, timeout time.Duration, lease replicaLease) litestream.ReplicaClient {
 	var c litestream.ReplicaClient
 	if t.s3() {
 		sc := lss3.NewReplicaClient()
@@ -56,7 +60,7 @@ func (t replicaTarget) client(log *slog.Logger, timeout time.Duration) litestrea
 		c = file.NewReplicaClient(t.dir)
 	}
 	c.SetLogger(log)
-	return &boundedClient{ReplicaClient: c, timeout: timeout}
+	return &boundedClient{ReplicaClient: c, timeout: timeout, lease: lease}
 }
 
 // boundedClient bounds every call of a replica client in time. The S3
@@ -68,6 +72,23 @@ func (t replicaTarget) client(log *slog.Logger, timeout time.Duration) litestrea
 type boundedClient struct {
 	litestream.ReplicaClient
 	timeout time.Duration
+	lease   replicaLease // nil: nothing to fence
+}
+
+// fenced bounds ctx to the lease's life, and refuses a write once the
+// lease may have lapsed: an upload that began under the lease must not land
+// after another service may have taken the path over.
+func (c *boundedClient) fenced(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc, error) {
+	if c.lease == nil {
+		ctx, cancel := within(ctx, d)
+		return ctx, cancel, nil
+	}
+	until, ok := c.lease.heldUntil(time.Now())
+	if !ok {
+		return ctx, func() {}, errReplicaFenced
+	}
+	ctx, cancel := context.WithDeadline(ctx, earliest(time.Now().Add(d), until))
+	return ctx, cancel, nil
 }
 
 // bigTransfer bounds a compaction's or a snapshot's transfer.
@@ -85,21 +106,27 @@ func (c *boundedClient) Init(ctx context.Context) error {
 	return c.ReplicaClient.Init(ctx)
 }
 
-// WriteLTXFile is the client's, bounded.
+// WriteLTXFile is the client's, bounded and fenced.
 func (c *boundedClient) WriteLTXFile(ctx context.Context, level int, minTXID, maxTXID ltx.TXID, r io.Reader) (*ltx.FileInfo, error) {
 	d := bigTransfer
 	if level == 0 {
 		d = max(c.timeout, time.Minute)
 	}
-	ctx, cancel := within(ctx, d)
+	ctx, cancel, err := c.fenced(ctx, d)
 	defer cancel()
+	if err != nil {
+		return nil, err
+	}
 	return c.ReplicaClient.WriteLTXFile(ctx, level, minTXID, maxTXID, r)
 }
 
-// DeleteLTXFiles is the client's, bounded.
+// DeleteLTXFiles is the client's, bounded and fenced.
 func (c *boundedClient) DeleteLTXFiles(ctx context.Context, a []*ltx.FileInfo) error {
-	ctx, cancel := within(ctx, bigTransfer)
+	ctx, cancel, err := c.fenced(ctx, bigTransfer)
 	defer cancel()
+	if err != nil {
+		return err
+	}
 	return c.ReplicaClient.DeleteLTXFiles(ctx, a)
 }
 
@@ -147,4 +174,12 @@ type boundedReader struct {
 func (r *boundedReader) Close() error {
 	defer r.cancel()
 	return r.ReadCloser.Close()
+}
+
+// earliest is the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -189,7 +189,12 @@ func submit[T any](ctx context.Context, s *store, insertOnly bool, job func(tx *
 		select {
 		case res = <-j.done:
 		default:
-			return zero, errStoreClosed
+			if s.replica == nil || !s.replica.settings.sync {
+				return zero, errStoreClosed
+			}
+			// Committed and waiting for the replica, whose close
+			// answers it (after the writer has stopped).
+			res = <-j.done
 		}
 	}
 	if res.err != nil {
