@@ -88,6 +88,7 @@ func TestReplicationOnS3(t *testing.T) {
 		{"one service replicates into a path", onShared, oneServicePerPath},
 		{"a restore at a time has what was there then", onShared, restoreAtATime},
 		{"a restore from an empty or missing replica is refused", onShared, restoreFromNothing},
+		{"a service whose lease was taken writes nothing more there", onShared, leaseTakenStopsTheWrites},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -198,5 +199,42 @@ func restoreFromNothing(t *testing.T, store replicaStore) {
 		if _, statErr := os.Lstat(db); statErr == nil {
 			t.Errorf("restore from an empty replica wrote %s", db)
 		}
+	}
+}
+
+// leaseTakenStopsTheWrites: another service takes the lease (the lease
+// object rewritten to name it, as a takeover after a lapse writes it): at
+// its next renewal the service finds it, logs an ERROR, and writes nothing
+// more into the replica, neither its uploads nor Litestream's own (its last
+// upload at the stop); with -replicate-sync its writes are answered 503.
+func leaseTakenStopsTheWrites(t *testing.T, store replicaStore) {
+	rs, _ := startReplicatedOn(t, store, "-replicate-sync", "-replicate-timeout", "1s")
+	if res := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"Before","categoryId":1}`, nil); res.Status != http.StatusCreated {
+		t.Fatalf("create before: %d %s", res.Status, res.Body)
+	}
+	b := store.(*s3Store).bucket
+	lease := fmt.Sprintf(`{"generation":99,"expires_at":%q,"owner":"another service"}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano))
+	if _, err := b.Client.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(b.Name), Key: aws.String(b.Path + "/lock.json"), Body: strings.NewReader(lease)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually3(t, "the service finds its lease taken at its next renewal", replicaLeaseTTL, func() bool {
+		return len(rs.Stderr.find(t, "ERROR", "the replica's lease was taken by another service: this one no longer writes into the replica; stop one of the two, restore from the replica if this one's writes must be kept")) == 1
+	})
+	before := b.keys(t)
+	res := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name":"After","categoryId":1}`, nil)
+	wantError(t, res, http.StatusServiceUnavailable, codeReplicaUnavailable)
+	// The stop's last upload (Litestream's, at its close) would carry the
+	// write committed here into the replica: it is fenced too.
+	rs.stop(t)
+	if diff := cmp.Diff(before, b.keys(t)); diff != "" {
+		t.Errorf("the replica changed after the lease was taken (-before +after):\n%s", diff)
+	}
+}
+
+// eventually3 is eventually with its own limit.
+func eventually3(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	if !waitUntil(within, 50*time.Millisecond, cond) {
+		t.Fatalf("after %v: %s", within, what)
 	}
 }
