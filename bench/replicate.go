@@ -34,9 +34,10 @@ package main
 //     with two seconds of creates on top and level 1's compaction; then
 //     `petstore restore` of the latest state, timed, from the store at
 //     0 ms and at -delay in turns, and the replica's size by level.
-//   - bill: two fresh services, background and sync mode, each counted
-//     through its proxy over -meter idle, then over -meter at -rate creates
-//     a second; the counts are extrapolated to an hour.
+//   - bill: two services of their own, background and sync mode, started
+//     before the other parts, each counted through its proxy over -meter
+//     idle (once they have run at least 75 s), then over -meter at -rate
+//     creates a second; the counts are extrapolated to an hour.
 
 import (
 	"context"
@@ -257,6 +258,12 @@ func runReplicateInside(ctx context.Context, o replicateOptions, dir string, std
 		return err
 	}
 	r.stops = append(r.stops, r.store.stop)
+	var bill *billServices
+	if o.runs("bill") {
+		if bill, err = r.startBill(ctx); err != nil {
+			return err
+		}
+	}
 	if o.runs("load") {
 		if res.load, err = r.loadPart(ctx); err != nil {
 			return err
@@ -267,8 +274,8 @@ func runReplicateInside(ctx context.Context, o replicateOptions, dir string, std
 			return err
 		}
 	}
-	if o.runs("bill") {
-		if res.bill, err = r.billPart(ctx); err != nil {
+	if bill != nil {
+		if res.bill, err = r.billPart(ctx, bill); err != nil {
 			return err
 		}
 	}

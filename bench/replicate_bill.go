@@ -31,62 +31,82 @@ type billMode struct {
 type billResult struct {
 	window time.Duration
 	rate   int
+	settle time.Duration // from the services' start to the idle window
 	modes  []billMode
 }
 
-// billSettle is how long the services of the bill part run before the idle
-// window opens: their start's first upload and its compaction are not what
-// an hour of idling costs.
-const billSettle = 5 * time.Second
+// billSettle is how long, at least, the services of the bill part run
+// before the idle window opens: what their start uploads is compacted, and
+// its level-0 files kept past their retention of a minute (l0Retention)
+// and removed, so that the window counts what an hour of idling costs.
+const billSettle = 75 * time.Second
 
-// billPart starts a service in each mode, each with its database, bucket
-// and proxy (no delay), counts their traffic over an idle window, then over
-// a window of -rate creates a second on each at once.
-func (r *replicateRun) billPart(ctx context.Context) (billResult, error) {
-	res := billResult{window: r.o.meter, rate: r.o.rate,
-		modes: []billMode{{name: "background"}, {name: "sync", sync: true}}}
-	proxies := make([]*countingProxy, len(res.modes))
-	urls := make([]string, len(res.modes))
-	for i, m := range res.modes {
+// billServices are the services of the bill part, started: the proxy and
+// the URL of each mode's service.
+type billServices struct {
+	res     billResult
+	proxies []*countingProxy
+	urls    []string
+	started time.Time
+}
+
+// startBill starts a service in each mode, each with its database, bucket
+// and proxy (no delay). The run starts them before its other parts, so
+// that they settle meanwhile.
+func (r *replicateRun) startBill(ctx context.Context) (*billServices, error) {
+	b := &billServices{res: billResult{window: r.o.meter, rate: r.o.rate,
+		modes: []billMode{{name: "background"}, {name: "sync", sync: true}}}}
+	for _, m := range b.res.modes {
 		db := filepath.Join(r.dir, fmt.Sprintf("bill-%s.db", m.name))
 		if err := createDatabase(ctx, r.bin, db, r.o.pets); err != nil {
-			return res, fmt.Errorf("database of %d pets for the %s mode: %w", r.o.pets, m.name, err)
+			return nil, fmt.Errorf("database of %d pets for the %s mode: %w", r.o.pets, m.name, err)
 		}
 		bucket := "bench-bill-" + m.name
 		if err := r.store.newBucket(ctx, bucket); err != nil {
-			return res, err
+			return nil, err
 		}
-		var err error
-		if proxies[i], err = r.startProxy(ctx, 0); err != nil {
-			return res, err
-		}
-		svc, _, err := r.startReplicating(ctx, db, replicaURL(bucket, proxies[i].url), m.sync)
+		p, err := r.startProxy(ctx, 0)
 		if err != nil {
-			return res, err
+			return nil, err
 		}
-		urls[i] = svc.url
+		svc, _, err := r.startReplicating(ctx, db, replicaURL(bucket, p.url), m.sync)
+		if err != nil {
+			return nil, err
+		}
+		b.proxies, b.urls = append(b.proxies, p), append(b.urls, svc.url)
 	}
-	fmt.Fprintf(os.Stderr, "bill: idle for %v, then %d creates/s for %v on each mode\n", billSettle+res.window, res.rate, res.window)
-	if err := sleep(ctx, billSettle); err != nil {
+	b.started = time.Now()
+	return b, nil
+}
+
+// billPart counts the traffic of the bill part's services over an idle
+// window, once they have run billSettle, then over a window of -rate
+// creates a second on each at once.
+func (r *replicateRun) billPart(ctx context.Context, b *billServices) (billResult, error) {
+	res := b.res
+	wait := time.Until(b.started.Add(billSettle))
+	fmt.Fprintf(os.Stderr, "bill: idle for %v, then %d creates/s for %v on each mode\n", (max(0, wait) + res.window).Round(time.Second), res.rate, res.window)
+	if err := sleep(ctx, wait); err != nil {
 		return res, err
 	}
-	before, err := counts(ctx, proxies)
+	res.settle = time.Since(b.started)
+	before, err := counts(ctx, b.proxies)
 	if err != nil {
 		return res, err
 	}
 	if err := sleep(ctx, res.window); err != nil {
 		return res, err
 	}
-	idle, err := counts(ctx, proxies)
+	idle, err := counts(ctx, b.proxies)
 	if err != nil {
 		return res, err
 	}
 	var wg sync.WaitGroup
 	for i := range res.modes {
-		wg.Go(func() { res.modes[i].paced = paceCreates(ctx, urls[i], res.rate, res.window) })
+		wg.Go(func() { res.modes[i].paced = paceCreates(ctx, b.urls[i], res.rate, res.window) })
 	}
 	wg.Wait()
-	loaded, err := counts(ctx, proxies)
+	loaded, err := counts(ctx, b.proxies)
 	for i := range res.modes {
 		res.modes[i].idle = idle[i].minus(before[i])
 		res.modes[i].load = loaded[i].minus(idle[i])

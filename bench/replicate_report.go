@@ -228,8 +228,8 @@ func printRestorePart(w io.Writer, o replicateOptions, res restoreResult) {
 // printBillPart writes the bill part's counts, extrapolated to an hour.
 func printBillPart(w io.Writer, res billResult) {
 	perHour := float64(time.Hour) / float64(res.window)
-	fmt.Fprintf(w, "What the store is asked for: each service's requests and bytes counted through its proxy (store at 0 ms) over %v idle (%v after its start), then over %v at %d creates/s, each count times %.0f for an hour:\n\n",
-		res.window, billSettle, res.window, res.rate, perHour)
+	fmt.Fprintf(w, "What the store is asked for: each service's requests and bytes counted through its proxy (store at 0 ms) over %v idle (from %v after its start), then over %v at %d creates/s, each count times %.0f for an hour:\n\n",
+		res.window, res.settle.Round(time.Second), res.window, res.rate, perHour)
 	fmt.Fprintln(w, "| mode | window | creates (failed) | PUT/h | GET/h | HEAD/h | LIST/h | DELETE/h | other/h | bytes up/h | bytes down/h (of which listings) |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	h := func(n int64) string { return fmt.Sprintf("%.0f", float64(n)*perHour) }
