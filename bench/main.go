@@ -26,7 +26,8 @@
 // bench https compares the service over HTTPS (HTTP/1.1 and HTTP/2) with
 // the same service over plain HTTP, and its TLS handshakes with a bare Go
 // TLS server's (https.go); bench events measures the change feed
-// (events.go).
+// (events.go); bench replicate what replicating the SQLite file to object
+// storage costs (replicate.go).
 //
 // Run it from the repository root with bench/run (which installs wrk when it
 // is missing). Everything listens on 127.0.0.1; the benchmark ends only the
@@ -64,11 +65,17 @@ func main() {
 		err = runCeiling(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "durable":
 		err = runDurable(os.Args[2:])
+	case len(os.Args) > 1 && os.Args[1] == "storeproxy":
+		err = runStoreProxy(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "balance":
 		err = runBalancer(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "events":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = runEventsBench(ctx, os.Args[2:], os.Stdout)
+		stop()
+	case len(os.Args) > 1 && os.Args[1] == "replicate":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = runReplicateBench(ctx, os.Args[2:], os.Stdout)
 		stop()
 	case len(os.Args) > 1 && os.Args[1] == "https":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
