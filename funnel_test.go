@@ -90,7 +90,7 @@ func funnelBypasses(t *testing.T, pkg *packages.Package) []bypass {
 // statement that writes a pet or an order.
 func TestOnlyTheFunnelWritesAResourceTable(t *testing.T) {
 	t.Parallel()
-	if diff := cmp.Diff([]bypass(nil), funnelBypasses(t, loadPackage(t, "."))); diff != "" {
+	if diff := cmp.Diff([]bypass(nil), funnelBypasses(t, loadPackage(t))); diff != "" {
 		t.Errorf("ways past the funnel (-want +got):\n%s", diff)
 	}
 }
@@ -100,7 +100,7 @@ func TestOnlyTheFunnelWritesAResourceTable(t *testing.T) {
 // the database, each in a store file of its own, are each found.
 func TestTheFunnelCheckFindsPlantedBypasses(t *testing.T) {
 	t.Parallel()
-	dir := copyOfPackage(t, map[string]string{
+	pkg := withPlanted(t, map[string]string{
 		"store_planted.go": `package main
 
 import "context"
@@ -129,7 +129,7 @@ func (s *store) plantedWipe(ctx context.Context) error {
 		{"store_planted.go", "reads txn.tx"},
 		{"store_planted.go", "ExecContext of SQL that writes orders"},
 	}
-	if diff := cmp.Diff(want, funnelBypasses(t, loadPackage(t, dir))); diff != "" {
+	if diff := cmp.Diff(want, funnelBypasses(t, pkg)); diff != "" {
 		t.Errorf("bypasses found in the planted package (-want +got):\n%s", diff)
 	}
 }

@@ -261,7 +261,10 @@ func runOnPostgres() int {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), backendVariable+"=postgres", pgURLVariable+"="+url)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
+	start := time.Now()
+	err = cmd.Run()
+	notePartTime(fmt.Sprintf("the PostgreSQL run of %d tests", len(names)), time.Since(start), childCPU(cmd))
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "the PostgreSQL run of %d tests failed: %v\n", len(names), err)
 		return 1
 	}

@@ -11,8 +11,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -197,8 +199,13 @@ func TestMain(m *testing.M) {
 	if testTLS {
 		trustTestServers()
 	}
+	start := time.Now()
 	code := m.Run()
-	if code == 0 && testBackend == "" && !testTLS && !testReplica && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.bench") && !strings.HasSuffix(a, "=") }) {
+	firstRun := testBackend == "" && !testTLS && !testReplica && os.Getenv(aloneVariable) == ""
+	if firstRun {
+		notePartTime("the main run", time.Since(start), processCPU())
+	}
+	if code == 0 && firstRun && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.bench") && !strings.HasSuffix(a, "=") }) {
 		code = runOnPostgres()
 		if code == 0 {
 			code = runOverTLS()
@@ -218,6 +225,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(sharedSecret.path))
 	}
 	reportSkippedParts()
+	reportPartTimes()
 	os.Exit(code)
 }
 
@@ -254,15 +262,86 @@ func missingPart(t testing.TB, part, enable string, err error) {
 	t.Skip(line)
 }
 
-// reportSkippedParts prints the lines missingPart recorded. go test shows a
+// reportSkippedParts prints the lines missingPart recorded, through
+// reportLines.
+func reportSkippedParts() {
+	skippedParts.mu.Lock()
+	defer skippedParts.mu.Unlock()
+	reportLines(skippedParts.lines)
+}
+
+// partTimes holds, in the first run, one line per run of the test binary
+// (the main run and the runs TestMain starts after it) with its wall time,
+// printed once by TestMain: the suite's time is known by part, not only
+// as go test's one figure for the package.
+var partTimes struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// notePartTime records how long a run of the suite took, in wall time
+// and, when known (cpu above 0), in CPU time.
+func notePartTime(what string, took, cpu time.Duration) {
+	line := fmt.Sprintf("%s took %.1fs", what, took.Seconds())
+	if cpu > 0 {
+		line += fmt.Sprintf(" (CPU %.1fs)", cpu.Seconds())
+	}
+	partTimes.mu.Lock()
+	defer partTimes.mu.Unlock()
+	partTimes.lines = append(partTimes.lines, line)
+}
+
+// processCPU is the CPU time (user and system) of this process and of the
+// children it has waited for (the service binaries, Chromium, the runs in a
+// process of their own), read from /proc/self/stat; 0 where there is none.
+func processCPU() time.Duration {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's name, which is in parentheses and may
+	// hold spaces: utime, stime, cutime and cstime are the 12th to 15th,
+	// in ticks of 1/100 s (USER_HZ).
+	_, rest, ok := strings.Cut(string(b), ") ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 15 {
+		return 0
+	}
+	var ticks int64
+	for _, f := range fields[11:15] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// childCPU is the CPU time (user and system) of cmd's process once it has
+// exited, its own children's included (wait4 reports both).
+func childCPU(cmd *exec.Cmd) time.Duration {
+	if cmd.ProcessState == nil {
+		return 0
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// reportPartTimes prints the lines notePartTime recorded, through
+// reportLines.
+func reportPartTimes() {
+	partTimes.mu.Lock()
+	defer partTimes.mu.Unlock()
+	reportLines(partTimes.lines)
+}
+
+// reportLines prints lines for the end of the run. go test shows a
 // passing package's output only with -v, so the lines go to the go
 // command's own standard error (the test binary's parent), where a plain
 // `go test ./...` shows them in a terminal or a pipe; when that is a file,
 // or cannot be reached, to the test binary's (shown with -v).
-func reportSkippedParts() {
-	skippedParts.mu.Lock()
-	defer skippedParts.mu.Unlock()
-	if len(skippedParts.lines) == 0 {
+func reportLines(lines []string) {
+	if len(lines) == 0 {
 		return
 	}
 	var w io.Writer = os.Stderr
@@ -274,7 +353,7 @@ func reportSkippedParts() {
 			w = f
 		}
 	}
-	for _, line := range skippedParts.lines {
+	for _, line := range lines {
 		fmt.Fprintf(w, "petstore tests: %s\n", line)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Test helpers: the one switch that runs the tests of the core API and of
@@ -109,7 +110,10 @@ func runOverTLS() int {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), tlsVariable+"=1")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
+	start := time.Now()
+	err := cmd.Run()
+	notePartTime(fmt.Sprintf("the run over HTTPS and HTTP/2 of %d tests", len(names)), time.Since(start), childCPU(cmd))
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "the run over HTTPS and HTTP/2 of %d tests failed: %v\n", len(names), err)
 		return 1
 	}

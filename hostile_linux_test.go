@@ -42,6 +42,20 @@ func tcpState(t *testing.T, conn net.Conn) uint8 {
 // tcpEstablished is the TCP_ESTABLISHED state of Linux's TCP_INFO.
 const tcpEstablished = 1
 
+// smallSendBufferListener accepts TCP connections whose send buffer is
+// 4 KiB, so that a client that stops reading fills the sockets' buffers
+// soon.
+type smallSendBufferListener struct{ net.Listener }
+
+// Accept accepts a connection and sets its send buffer.
+func (l smallSendBufferListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		err = tc.SetWriteBuffer(4 << 10)
+	}
+	return c, err
+}
+
 // smallWindowDialer dials with a receive buffer of 4 KiB, so that a client
 // that stops reading fills the sockets' buffers soon.
 var smallWindowDialer = net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
@@ -161,8 +175,12 @@ func TestAStreamWhoseClientStopsReadingIsClosed(t *testing.T) {
 	// so that the states of its one connection, as the server sees them,
 	// are known: closed (the server let go of it) or idle (the server
 	// ended the answer and would keep the connection for the next one).
+	// Its server's end sends from a buffer of 4 KiB (Linux's own grows to
+	// megabytes), so that the sockets fill after a hundred events or so,
+	// not ten thousand.
 	var state atomic.Value
 	stalled := httptest.NewUnstartedServer(ts.Handler)
+	stalled.Listener = smallSendBufferListener{stalled.Listener}
 	stalled.Config.ConnState = func(_ net.Conn, s http.ConnState) { state.Store(s) }
 	stalled.Start()
 	t.Cleanup(func() {
@@ -183,13 +201,13 @@ func TestAStreamWhoseClientStopsReadingIsClosed(t *testing.T) {
 	eventually(t, "the stream opens", func() bool { return ts.Feed.openStreams() == 1 })
 
 	// Events of about 250 bytes each, until the stream ends: the sockets'
-	// buffers hold a few hundred at most, and then a frame waits for the
-	// client. A stream that never gave up would fail the test at 60,000 (about
-	// 15 MB, past the largest buffers Linux gives a socket by default).
+	// buffers hold a hundred or so, and then a frame waits for the client.
+	// A stream that never gave up would fail the test at 5,000 (about
+	// 1.2 MB, far past the buffers of 4 KiB at both ends).
 	name := strings.Repeat("x", 100)
 	created := 0
 	for ts.Feed.openStreams() == 1 {
-		if created >= 60000 {
+		if created >= 5000 {
 			t.Fatalf("the stream of a client that reads nothing is still open after %d events", created)
 		}
 		var wg sync.WaitGroup

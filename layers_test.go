@@ -3,13 +3,17 @@ package main
 import (
 	"fmt"
 	"go/ast"
+	"go/parser"
 	"go/types"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/tools/go/packages"
@@ -88,13 +92,11 @@ type upwardUse struct {
 	file, name, declaredIn string
 }
 
-// upwardUses loads the package's non-test files with their types and
-// returns every identifier that resolves to a declaration of this package in
-// a file of a higher layer than the file that uses it. Every file must be in
-// a layer.
-func upwardUses(t *testing.T, dir string, layers []layer) []upwardUse {
+// upwardUses returns every identifier of the package's files that resolves
+// to a declaration of this package in a file of a higher layer than the
+// file that uses it. Every file must be in a layer.
+func upwardUses(t *testing.T, pkg *packages.Package, layers []layer) []upwardUse {
 	t.Helper()
-	pkg := loadPackage(t, dir)
 	var uses []upwardUse
 	for _, f := range pkg.Syntax {
 		file := filepath.Base(pkg.Fset.File(f.Pos()).Name())
@@ -128,54 +130,91 @@ func upwardUses(t *testing.T, dir string, layers []layer) []upwardUse {
 	return uses
 }
 
-// loadPackage loads the non-test files of the package in dir with their
-// syntax and types.
-func loadPackage(t *testing.T, dir string) *packages.Package {
-	t.Helper()
-	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo, Dir: dir}
-	pkgs, err := packages.Load(cfg, ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pkgs) != 1 || len(pkgs[0].Errors) > 0 {
-		t.Fatalf("loading the package: %v", pkgs[0].Errors)
-	}
-	return pkgs[0]
+// thePackage is the package of the working directory, its non-test files
+// with their syntax and types, loaded once per test binary and shared by
+// the checks that read it (the layers, the funnel): a load is go list and a
+// type check, seconds of CPU under the race detector. The checks only read
+// it.
+var thePackage struct {
+	once sync.Once
+	pkg  *packages.Package
+	err  error
 }
 
-// copyOfPackage copies the package's non-test files, and what they embed,
-// to a new directory, with the files of planted added: a package a check
-// must fail on.
-func copyOfPackage(t *testing.T, planted map[string]string) string {
+// loadPackage returns thePackage, loading it on first use.
+func loadPackage(t *testing.T) *packages.Package {
 	t.Helper()
-	dir := t.TempDir()
-	entries, err := os.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if name := e.Name(); !e.IsDir() && (strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") || name == "go.mod" || name == "go.sum" || strings.HasSuffix(name, ".sql") || name == "openapi.json") {
-			b, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+	thePackage.once.Do(func() {
+		cfg := &packages.Config{Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo, Dir: "."}
+		pkgs, err := packages.Load(cfg, ".")
+		switch {
+		case err != nil:
+			thePackage.err = err
+		case len(pkgs) != 1:
+			thePackage.err = fmt.Errorf("%d packages, want 1", len(pkgs))
+		case len(pkgs[0].Errors) > 0:
+			thePackage.err = fmt.Errorf("%v", pkgs[0].Errors)
+		default:
+			thePackage.pkg = pkgs[0]
 		}
+	})
+	if thePackage.err != nil {
+		t.Fatalf("loading the package: %v", thePackage.err)
 	}
-	for _, sub := range []string{"migrations", "reference", "docs", "internal"} {
-		if err := os.CopyFS(filepath.Join(dir, sub), os.DirFS(sub)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, src := range planted {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return thePackage.pkg
 }
+
+// withPlanted returns thePackage with the files of planted (name: source)
+// added, type-checked again: a package a check must fail on. The package's
+// own files are shared, not parsed again (go/types only reads them), and a
+// planted file may import only what the package imports, which is taken
+// from the load, without another go list.
+func withPlanted(t *testing.T, planted map[string]string) *packages.Package {
+	t.Helper()
+	pkg := loadPackage(t)
+	files := slices.Clone(pkg.Syntax)
+	for _, name := range slices.Sorted(maps.Keys(planted)) {
+		f, err := parser.ParseFile(pkg.Fset, name, planted[name], parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	imports := map[string]*types.Package{}
+	for _, p := range pkg.Types.Imports() {
+		imports[p.Path()] = p
+	}
+	conf := types.Config{
+		Importer: importerFunc(func(path string) (*types.Package, error) {
+			if p, ok := imports[path]; ok {
+				return p, nil
+			}
+			return nil, fmt.Errorf("%s: the package does not import it", path)
+		}),
+		Sizes: types.SizesFor("gc", runtime.GOARCH),
+	}
+	info := &types.Info{
+		Types:        map[ast.Expr]types.TypeAndValue{},
+		Defs:         map[*ast.Ident]types.Object{},
+		Uses:         map[*ast.Ident]types.Object{},
+		Implicits:    map[ast.Node]types.Object{},
+		Instances:    map[*ast.Ident]types.Instance{},
+		Selections:   map[*ast.SelectorExpr]*types.Selection{},
+		Scopes:       map[ast.Node]*types.Scope{},
+		FileVersions: map[*ast.File]string{},
+	}
+	tpkg, err := conf.Check(pkg.PkgPath, pkg.Fset, files, info)
+	if err != nil {
+		t.Fatalf("type-checking the package with %v planted: %v", slices.Sorted(maps.Keys(planted)), err)
+	}
+	return &packages.Package{ID: pkg.ID, Name: pkg.Name, PkgPath: pkg.PkgPath, Fset: pkg.Fset, Syntax: files, Types: tpkg, TypesInfo: info}
+}
+
+// importerFunc is a types.Importer.
+type importerFunc func(path string) (*types.Package, error)
+
+// Import imports the package at path.
+func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
 
 // TestNoFileUsesALayerAboveItsOwn holds the layers of docs/development.md:
 // every non-test file is in one, and none uses a name that a file of a
@@ -184,7 +223,7 @@ func copyOfPackage(t *testing.T, planted map[string]string) string {
 func TestNoFileUsesALayerAboveItsOwn(t *testing.T) {
 	t.Parallel()
 	layers := layersOfDocs(t)
-	for _, u := range upwardUses(t, ".", layers) {
+	for _, u := range upwardUses(t, loadPackage(t), layers) {
 		from, _ := layerOf(layers, u.file)
 		to, _ := layerOf(layers, u.declaredIn)
 		t.Errorf("%s (%s) uses %s, declared in %s (%s, a layer above)", u.file, layers[from].name, u.name, u.declaredIn, layers[to].name)
@@ -196,8 +235,8 @@ func TestNoFileUsesALayerAboveItsOwn(t *testing.T) {
 // check above cannot pass for want of looking.
 func TestTheLayerCheckFindsAPlantedBreak(t *testing.T) {
 	t.Parallel()
-	dir := copyOfPackage(t, map[string]string{"store_planted.go": "package main\n\n// plantedBreak uses a handler's name from the store layer.\nvar plantedBreak = listPetsSpec\n"})
-	uses := upwardUses(t, dir, layersOfDocs(t))
+	pkg := withPlanted(t, map[string]string{"store_planted.go": "package main\n\n// plantedBreak uses a handler's name from the store layer.\nvar plantedBreak = listPetsSpec\n"})
+	uses := upwardUses(t, pkg, layersOfDocs(t))
 	want := upwardUse{file: "store_planted.go", name: "listPetsSpec", declaredIn: "pets.go"}
 	if !slices.Contains(uses, want) {
 		t.Errorf("the planted use %+v is not found among %d upward uses", want, len(uses))
