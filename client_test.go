@@ -236,6 +236,7 @@ func TestGeneratedClientSellsPets(t *testing.T) {
 // its own type by the discriminator, the resource in data as the client got
 // it from its own calls, and the next page found from the Link header.
 func TestGeneratedClientReadsTheFeed(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ctx := t.Context()
 	c := newGeneratedClient(t, ts.URL)

@@ -108,6 +108,7 @@ func anchors(text string) map[string]bool {
 }
 
 func TestAnchorsFollowGitHubsRules(t *testing.T) {
+	t.Parallel()
 	got := anchors("# petstore\n## `GET /v1/pets/{petId}` (getPet, deprecated)\n```sh\n# not a heading\n```\n" +
 		"## Decisions where the interface is silent\n### Decisions where the interface is silent\n## On PostgreSQL: 1 and 2 replicas\n" +
 		"## The [secret](keys.md) of key_identity\n")
@@ -123,6 +124,7 @@ func TestAnchorsFollowGitHubsRules(t *testing.T) {
 // the file (or directory) it names exists, and its #anchor is a heading of
 // the Markdown file it points into.
 func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
 	files := docFiles(t)
 	anchorsOf := map[string]map[string]bool{}
 	for path, text := range files {
@@ -172,6 +174,7 @@ func TestDocsLinksResolve(t *testing.T) {
 // TestDocsShape holds the README to what a newcomer reads in five minutes,
 // and each guide to a title and a one-line purpose at its top.
 func TestDocsShape(t *testing.T) {
+	t.Parallel()
 	readme := readFile(t, "README.md")
 	t.Run("the README is under 300 lines", func(t *testing.T) {
 		if n := strings.Count(readme, "\n"); n >= 300 {
@@ -235,6 +238,7 @@ func section(t *testing.T, text, title string) string {
 // with the table of docs/configuration.md, both ways: the same flags with
 // the same variables, and each default -h prints given in the table.
 func TestConfigurationDocListsEverySetting(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	run(t.Context(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), &bytes.Buffer{}, &out)
 	helpRow := regexp.MustCompile(`(?m)^(-[a-z-]+)?\s+(PETSTORE_[A-Z_]+)\s+(\S+)\s`)
@@ -266,6 +270,7 @@ func TestConfigurationDocListsEverySetting(t *testing.T) {
 // both ways. The codes are read from the source, so a new code fails this
 // test until it is documented.
 func TestAPIDocListsEveryErrorCode(t *testing.T) {
+	t.Parallel()
 	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +353,7 @@ var tourTime = regexp.MustCompile(`"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}
 // (timestamps aside, and JSON whatever its layout). A command added to the tour is run with no change
 // here.
 func TestTheREADMETourRuns(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
@@ -417,6 +423,7 @@ func runCommands(t *testing.T, dir, curl string, commands []string) []string {
 // cert.pem and key.pem, then the guide's curl commands with sh, each
 // compared with the answer the guide shows.
 func TestTheHTTPSGuideRuns(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}
@@ -465,6 +472,7 @@ func TestTheHTTPSGuideRuns(t *testing.T) {
 // TestGuidesNamedByTheProgramExist follows the guides that -h and the
 // reference page send a reader to: each names a file of docs/.
 func TestGuidesNamedByTheProgramExist(t *testing.T) {
+	t.Parallel()
 	var help bytes.Buffer
 	run(t.Context(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), &bytes.Buffer{}, &help)
 	named := map[string][]string{

@@ -62,6 +62,7 @@ func wantStreamEnd(t *testing.T, s *sseStream, mention string) {
 // changed ends its streams with a comment: a reconnection gets what the key
 // may read now.
 func TestAStreamEndsWithItsKey(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	const reader = "stream-reader-0123456789"
 	expires := start.Add(time.Hour)
@@ -164,6 +165,7 @@ func TestAStreamEndsWithItsKey(t *testing.T) {
 // the newest one its key may read: an id beyond would tell the key that
 // something it may not see happened.
 func TestABookmarkNeverPassesAnEventTheKeyMayNotRead(t *testing.T) {
+	t.Parallel()
 	const ordersKey, petsKey = "orders-reader-0123456789", "pets-reader-0123456789"
 	ts := newServerWithKeyFile(t, testKey+" admin\n"+ordersKey+" orders scopes=orders:read,events:read\n"+petsKey+" pets scopes=pets:read,events:read\n",
 		time.Now, withFeed(feedConfig{heartbeat: 20 * time.Millisecond, retention: time.Hour, maxStreams: 10}))
@@ -220,6 +222,7 @@ func TestABookmarkNeverPassesAnEventTheKeyMayNotRead(t *testing.T) {
 // read the table not once; on PostgreSQL one read per wake-up serves them
 // all. Every stream still gets every event, in order.
 func TestStreamsShareOneReadOfTheirEvents(t *testing.T) {
+	t.Parallel()
 	const streams, creates = 20, 10
 	ts := newTestServer(t)
 	var open []*sseStream
@@ -265,6 +268,7 @@ func TestStreamsShareOneReadOfTheirEvents(t *testing.T) {
 // the table, when none of those it slept through was one it wants; its
 // bookmark then moves past them.
 func TestAStreamSleepsThroughWhatItDoesNotWant(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, withFeed(feedConfig{heartbeat: 50 * time.Millisecond, retention: time.Hour, maxStreams: 10}))
 	s, res := openStream(t, ts.URL, "?type=order.*", nil)
 	if res.Status != http.StatusOK {
@@ -307,6 +311,7 @@ func TestAStreamSleepsThroughWhatItDoesNotWant(t *testing.T) {
 // that may read every type, but only to the prune mark for one that may not:
 // the end may be the id of an event it may not see.
 func TestAnEmptyPageNeverTellsTheIDOfAnEventTheKeyMayNotRead(t *testing.T) {
+	t.Parallel()
 	const ordersKey = "orders-reader-0123456789"
 	ts := newServerWithKeyFile(t, testKey+" admin\n"+ordersKey+" orders scopes=orders:read,events:read\n", time.Now)
 	ts.createPet(t, "Rex", 1, "") // event 1, a pet's

@@ -106,6 +106,7 @@ func feedEnd(t *testing.T, ts *testServer) int64 {
 }
 
 func TestEveryChangeHasOneEvent(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	patch := map[string]string{"Content-Type": "application/merge-patch+json"}
 	rex := ts.createPet(t, "Rex", 1, "")
@@ -209,6 +210,7 @@ func orderIDFrom(t *testing.T, res response) int64 {
 }
 
 func TestAnIdempotentReplayMakesNoEvent(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	hdr := map[string]string{"Idempotency-Key": "once"}
 	if res := ts.do(t, "POST", "/v1/pets", `{"name":"Rex","categoryId":1}`, hdr); res.Status != 201 {
@@ -232,6 +234,7 @@ func TestAnIdempotentReplayMakesNoEvent(t *testing.T) {
 // and only early, order.cancelled in one run of 40, so that the arms run
 // dry and fill up at different places.
 func TestATypeFilterPagesEveryEventOfItsTypesOnceInOrder(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	common := []string{eventPetCreated, eventPetUpdated, eventOrderPlaced, eventOrderDelivered}
 	var values []string
@@ -289,6 +292,7 @@ func TestATypeFilterPagesEveryEventOfItsTypesOnceInOrder(t *testing.T) {
 }
 
 func TestFeedParameters(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	for range 3 {
 		ts.createPet(t, "Rex", 1, "")
@@ -353,6 +357,7 @@ func TestFeedParameters(t *testing.T) {
 }
 
 func TestPollingSeesEveryEventOnceInOrderWhileWritersRun(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	const writers, perWriter = 4, 250
 	var wg sync.WaitGroup
@@ -517,6 +522,7 @@ func (s *sseStream) nextEvent(t *testing.T) sseFrame {
 }
 
 func TestStreamSendsNewEventsAndResumesWithoutLossOrRepeat(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	ts.createPet(t, "Before", 1, "")
 	s, res := openStream(t, ts.URL, "", nil)
@@ -566,6 +572,7 @@ func TestStreamSendsNewEventsAndResumesWithoutLossOrRepeat(t *testing.T) {
 }
 
 func TestStreamHeartbeatAndBookmark(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, withFeed(feedConfig{heartbeat: 50 * time.Millisecond, retention: time.Hour, maxStreams: 10}))
 	s, _ := openStream(t, ts.URL, "?type=order.*", nil)
 	s.next(t) // retry
@@ -600,6 +607,7 @@ func TestStreamHeartbeatAndBookmark(t *testing.T) {
 }
 
 func TestPrunedEventsAreGoneAndOldCursorsExpire(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{}
 	clock.set(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC))
 	ts := newTestServer(t, withClock(clock.now))
@@ -655,6 +663,7 @@ func TestPrunedEventsAreGoneAndOldCursorsExpire(t *testing.T) {
 // not pass over. It sends nothing after the gap and ends, and reconnecting
 // from its position is the 410 that says why.
 func TestAStreamBehindThePruneMarkEndsWithoutSkipping(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	for range 3 {
 		ts.createPet(t, "Rex", 1, "")
@@ -708,6 +717,7 @@ func TestAStreamBehindThePruneMarkEndsWithoutSkipping(t *testing.T) {
 }
 
 func TestStreamTickets(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{}
 	clock.set(time.Now())
 	ts := newTestServer(t, withClock(clock.now))
@@ -770,6 +780,7 @@ func TestStreamTickets(t *testing.T) {
 // from an address that failed authentication too often, answered by the
 // throttle before any write.
 func TestATicketIsSpentOnlyOnAStream(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{}
 	clock.set(time.Now())
 	ts := newTestServer(t, withClock(clock.now), withLimits(limits{idempotencyTTL: defaultIdempotencyTTL, authFailures: 2}))
@@ -792,6 +803,7 @@ func TestATicketIsSpentOnlyOnAStream(t *testing.T) {
 }
 
 func TestStreamsAreCappedPerKey(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, withFeed(feedConfig{heartbeat: time.Minute, retention: time.Hour, maxStreams: 2}))
 	for range 2 {
 		if _, res := openStream(t, ts.URL, "", nil); res.Status != 200 {
@@ -811,6 +823,7 @@ func TestStreamsAreCappedPerKey(t *testing.T) {
 // table before and after are compared with the change records the writes
 // made, through the events derived from them.
 func TestEveryWriteRecordsEachRowItChanges(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	snapshot := func() map[string]string {
 		rows := map[string]string{}
@@ -946,6 +959,7 @@ func checkFeedMatchesTables(t *testing.T, round int, dbPath string) {
 }
 
 func TestStreamsOnTwoReplicasSeeTheSameEvents(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 2)
 	var streams []*sseStream
 	for _, r := range rs {
@@ -986,6 +1000,7 @@ func TestStreamsOnTwoReplicasSeeTheSameEvents(t *testing.T) {
 }
 
 func TestStreamOutlivesTheServerTimeoutsAndEndsAtShutdown(t *testing.T) {
+	t.Parallel()
 	rs := startRun(t, map[string]string{
 		"PETSTORE_ADDR": "127.0.0.1:0", "PETSTORE_DB": filepath.Join(t.TempDir(), "pets.db"), "PETSTORE_API_KEYS": testKey,
 		"PETSTORE_WRITE_TIMEOUT": "200ms", "PETSTORE_READ_TIMEOUT": "200ms", "PETSTORE_EVENTS_HEARTBEAT": "100ms", "PETSTORE_LOG_FORMAT": "json",
@@ -1016,6 +1031,7 @@ func TestStreamOutlivesTheServerTimeoutsAndEndsAtShutdown(t *testing.T) {
 }
 
 func TestTheFeedShowsAKeyOnlyWhatItMayRead(t *testing.T) {
+	t.Parallel()
 	const petsKey, ordersKey, feedOnlyKey = "pets-reader-0123456789", "orders-reader-0123456789", "feed-only-0123456789"
 	ts := newServerWithKeyFile(t, testKey+" all\n"+
 		petsKey+" pets scopes=pets:read,events:read\n"+
@@ -1086,6 +1102,7 @@ func TestTheFeedShowsAKeyOnlyWhatItMayRead(t *testing.T) {
 }
 
 func TestTheFeedsMetrics(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	pet := ts.createPet(t, "Rex", 1, "")
 	ts.do(t, "POST", "/v1/store/orders", fmt.Sprintf(`{"petId":%d}`, pet.ID), nil)
@@ -1115,6 +1132,7 @@ func TestTheFeedsMetrics(t *testing.T) {
 }
 
 func TestASubscriptionDeliversWhatItsKeyMayRead(t *testing.T) {
+	t.Parallel()
 	const petsKey, hooksOnly = "pets-reader-0123456789", "hooks-only-0123456789"
 	ts := newServerWithKeyFile(t, testKey+" all\n"+
 		petsKey+" pets scopes=pets:read,webhooks:write\n"+

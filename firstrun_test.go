@@ -99,6 +99,7 @@ func TestGeneratedKeyIsKeptBesideTheDatabaseAcrossRestarts(t *testing.T) {
 }
 
 func TestGeneratedKeyOfAMemoryDatabaseIsNewEachRun(t *testing.T) {
+	// Not parallel: t.Chdir changes the directory of the whole process.
 	dir := t.TempDir()
 	t.Chdir(dir)
 	env := map[string]string{"PETSTORE_ADDR": "127.0.0.1:0"}

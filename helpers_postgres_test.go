@@ -11,6 +11,7 @@ import (
 	"petstore/internal/pgcluster"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -254,21 +255,29 @@ func runOnPostgres() int {
 		noteSkipped(fmt.Sprintf("skipped %s (%v); to run it: %s", postgresPart, err, enablePostgres))
 		return 0
 	}
-	// The first run's files (its log for go test's cache, a coverage
-	// profile) are its own; and the second run chooses its tests.
-	args := argsWithout("test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip")
-	args = append(args, "-test.run=^("+strings.Join(names, "|")+")$")
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(os.Args[0], sideRunArgs(names)...)
 	cmd.Env = append(os.Environ(), backendVariable+"=postgres", pgURLVariable+"="+url)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	start := time.Now()
-	err = cmd.Run()
-	notePartTime(fmt.Sprintf("the PostgreSQL run of %d tests", len(names)), time.Since(start), childCPU(cmd))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "the PostgreSQL run of %d tests failed: %v\n", len(names), err)
-		return 1
+	return startPart(cmd, fmt.Sprintf("the PostgreSQL run of %d tests", len(names)))()
+}
+
+// sideRunTestsAtOnce is how many tests each of the runs after the main one
+// (on PostgreSQL, over HTTPS) runs at once, unless -parallel says
+// otherwise: the two run side by side, and their tests that load a
+// service to its bounds (the hostile tests, a thousand-pet commit) hold
+// those bounds' timing only with the machine's cores not shared much more.
+const sideRunTestsAtOnce = 2
+
+// sideRunArgs are the arguments of a run of this test binary after the
+// main one, for the tests names: the main run's, but for its files (its
+// log for go test's cache, a coverage profile, profiles), its choice of
+// tests, and, unless the command line set it, its -parallel.
+func sideRunArgs(names []string) []string {
+	args := argsWithout("test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip", "test.cpuprofile", "test.memprofile", "test.trace")
+	args = append(args, "-test.run=^("+strings.Join(names, "|")+")$")
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-test.parallel") }) {
+		args = append(args, "-test.parallel="+strconv.Itoa(sideRunTestsAtOnce))
 	}
-	return 0
+	return args
 }
 
 // argsWithout returns this test binary's arguments but for the flags named

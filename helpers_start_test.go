@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -86,10 +87,11 @@ func withKeys(keys ...string) serverOption {
 // in the PostgreSQL run, a schema of its own.
 func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	t.Helper()
+	fresh := filepath.Join(t.TempDir(), "pets.db")
 	cfg := serverConfig{
 		now:    time.Now,
 		limits: limits{idempotencyTTL: defaultIdempotencyTTL},
-		dbPath: filepath.Join(t.TempDir(), "pets.db"),
+		dbPath: fresh,
 		keys:   []string{testKey, otherTestKey},
 		events: defaultFeedConfig(),
 	}
@@ -102,6 +104,9 @@ func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 		cfg.dbPath = postgresSchema(t)
 	default:
 		rerunOnPostgres(t)
+	}
+	if cfg.dbPath == fresh {
+		copyMigratedDatabase(t, fresh)
 	}
 	st, err := openStore(t.Context(), cfg.dbPath, 0)
 	if err != nil {
@@ -376,4 +381,55 @@ func withSharedSecret(t testing.TB, env map[string]string) map[string]string {
 	withSecret := maps.Clone(env)
 	withSecret["PETSTORE_SECRET_FILE"] = sharedSecretFile(t)
 	return withSecret
+}
+
+// migratedDatabase is a SQLite file of this test binary, created and
+// migrated once by the store itself, which copyMigratedDatabase copies to
+// each new test server's path: the migrations parse and run every table's
+// definition again, which under the race detector took a tenth of the
+// suite's CPU when each test server ran them. Every migration still runs in
+// the tests that choose their file (atPath) or start the binary, and in
+// the migration tests.
+var migratedDatabase struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// copyMigratedDatabase writes the migrated database to path, a new file
+// that only this process's user may read, as openStore creates one.
+func copyMigratedDatabase(t testing.TB, path string) {
+	t.Helper()
+	migratedDatabase.once.Do(func() {
+		migratedDatabase.data, migratedDatabase.err = newMigratedDatabase()
+	})
+	if migratedDatabase.err != nil {
+		t.Fatalf("the migrated database of the test binary: %v", migratedDatabase.err)
+	}
+	if err := os.WriteFile(path, migratedDatabase.data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newMigratedDatabase creates a database in a directory of its own with
+// openStore, closes it (which checkpoints its log into the file), and
+// returns the file's bytes.
+func newMigratedDatabase() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "petstore-migrated-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "pets.db")
+	st, err := openStore(context.Background(), path, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Close(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path + "-wal"); !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("the store left its log %s-wal after Close (%v): the file alone is not the database", path, err)
+	}
+	return os.ReadFile(path)
 }

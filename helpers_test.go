@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -92,13 +93,19 @@ func (c *fakeClock) set(t time.Time) {
 	c.t = t
 }
 
-// eventually polls cond every 20 ms for up to 10 s, for a state that another
-// process or goroutine reaches at a moment the test cannot observe directly
-// (a file rewritten, a signal handled).
+// eventuallyWithin bounds eventually's wait. A condition that holds ends
+// the wait at once, so the bound costs a passing test nothing; it is long
+// enough for a condition met by work in the background (deliveries,
+// replication) on a loaded 2-core machine running the whole suite.
+const eventuallyWithin = 30 * time.Second
+
+// eventually polls cond every 20 ms for up to eventuallyWithin, for a state
+// that another process or goroutine reaches at a moment the test cannot
+// observe directly (a file rewritten, a signal handled).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if !waitUntil(10*time.Second, 20*time.Millisecond, cond) {
-		t.Fatalf("after 10s: %s", what)
+	if !waitUntil(eventuallyWithin, 20*time.Millisecond, cond) {
+		t.Fatalf("after %v: %s", eventuallyWithin, what)
 	}
 }
 
@@ -199,17 +206,21 @@ func TestMain(m *testing.M) {
 	if testTLS {
 		trustTestServers()
 	}
+	runMoreTestsAtOnce()
+	firstRun := testBackend == "" && !testTLS && !testReplica && os.Getenv(aloneVariable) == ""
+	benchmarks := slices.ContainsFunc(os.Args, func(a string) bool {
+		return (strings.HasPrefix(a, "-test.bench") || strings.HasPrefix(a, "-test.fuzz=")) && !strings.HasSuffix(a, "=")
+	})
 	start := time.Now()
 	code := m.Run()
-	firstRun := testBackend == "" && !testTLS && !testReplica && os.Getenv(aloneVariable) == ""
 	if firstRun {
 		notePartTime("the main run", time.Since(start), processCPU())
 	}
-	if code == 0 && firstRun && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.bench") && !strings.HasSuffix(a, "=") }) {
-		code = runOnPostgres()
-		if code == 0 {
-			code = runOverTLS()
-		}
+	if code == 0 && firstRun && !benchmarks {
+		// The two runs side by side: each has fewer tests than cores' worth
+		// of waiting.
+		waitOverTLS := startOverTLS()
+		code = max(runOnPostgres(), waitOverTLS())
 	}
 	if testBinary.dir != "" {
 		os.RemoveAll(testBinary.dir)
@@ -227,6 +238,47 @@ func TestMain(m *testing.M) {
 	reportSkippedParts()
 	reportPartTimes()
 	os.Exit(code)
+}
+
+// testsAtOnce is how many parallel tests run at once unless -parallel says
+// otherwise. go test's default, GOMAXPROCS, suits tests that keep a CPU
+// busy; most of these wait on something else (a child process, a server's
+// answer, a timer, a disk's fsync), and two at a time on a 2-core machine
+// left a CPU idle for a third of the run.
+const testsAtOnce = 8
+
+// runMoreTestsAtOnce sets -test.parallel to testsAtOnce when the command
+// line did not set it.
+func runMoreTestsAtOnce() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(testsAtOnce))
+	}
+}
+
+// startPart starts cmd, a run of this test binary for a part of the suite
+// (named what), beside the main run. Its output is kept until wait, which
+// waits for it, prints its output whole (the runs' lines never interleave),
+// records its time, and returns 1 when it failed.
+func startPart(cmd *exec.Cmd, what string) (wait func() int) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Start()
+	return func() int {
+		if err == nil {
+			err = cmd.Wait()
+		}
+		notePartTime(what, time.Since(start), childCPU(cmd))
+		os.Stdout.Write(out.Bytes())
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s failed: %v\n", what, err)
+			return 1
+		}
+		return 0
+	}
 }
 
 // ciVariable is set by .ci/run. CI installs every part the suite can use

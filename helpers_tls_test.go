@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -14,11 +15,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 // Test helpers: the one switch that runs the tests of the core API and of
@@ -35,17 +35,14 @@ const tlsVariable = "PETSTORE_TEST_TLS"
 var testTLS = os.Getenv(tlsVariable) != ""
 
 // overTLSFiles are the files whose tests run again over HTTPS and HTTP/2:
-// the core API's and the change feed's (its streams included).
-var overTLSFiles = []string{"pets_test.go", "orders_test.go", "events_test.go", "events_keys_test.go", "hostile_test.go", "hostile_linux_test.go"}
-
-// overTLS collects the tests of overTLSFiles that started a test server in
-// this run, which the run over HTTPS runs again.
-var overTLS struct {
-	once  sync.Once
-	tests map[string]bool // the top-level tests of overTLSFiles
-	mu    sync.Mutex
-	names map[string]bool
-}
+// what differs on that path. The transport's bounds (hostile_test.go and
+// hostile_linux_test.go: stalled streams and connections, the body budget,
+// header limits), the streams of the change feed (events_test.go,
+// events_keys_test.go), and the core API's requests and error bodies
+// (pets_test.go). The orders' rules (orders_test.go) run once, over
+// HTTP/1.1: they are the handlers' and the store's, and the requests they
+// make (JSON bodies, refusals, Idempotency-Key) are the pets' over HTTP/2.
+var overTLSFiles = []string{"pets_test.go", "events_test.go", "events_keys_test.go", "hostile_test.go", "hostile_linux_test.go"}
 
 // startTestHTTP serves h for a test: over plain HTTP, or over HTTPS with
 // HTTP/2 in the run over TLS.
@@ -56,26 +53,7 @@ func startTestHTTP(t testing.TB, h http.Handler) *httptest.Server {
 		srv.StartTLS()
 		return srv
 	}
-	if testBackend == "" {
-		rerunOverTLS(t)
-	}
 	return httptest.NewServer(h)
-}
-
-// rerunOverTLS records t's top-level test for the run over HTTPS when it is
-// one of overTLSFiles'.
-func rerunOverTLS(t testing.TB) {
-	overTLS.once.Do(func() { overTLS.tests = testsOfFiles(overTLSFiles) })
-	name, _, _ := strings.Cut(t.Name(), "/")
-	if !overTLS.tests[name] {
-		return
-	}
-	overTLS.mu.Lock()
-	defer overTLS.mu.Unlock()
-	if overTLS.names == nil {
-		overTLS.names = map[string]bool{}
-	}
-	overTLS.names[name] = true
 }
 
 // testsOfFiles returns the names of the top-level tests that files declare.
@@ -96,28 +74,18 @@ func testsOfFiles(files []string) map[string]bool {
 	return tests
 }
 
-// runOverTLS runs the tests recorded by rerunOverTLS again, over HTTPS and
-// HTTP/2, in a test binary of its own.
-func runOverTLS() int {
-	overTLS.mu.Lock()
-	names := slices.Sorted(maps.Keys(overTLS.names))
-	overTLS.mu.Unlock()
+// startOverTLS starts the run of the tests of overTLSFiles (those that
+// -run and -skip choose) over HTTPS and HTTP/2, in a test binary of its
+// own, beside the PostgreSQL run. wait waits for it, prints its output, and
+// returns 1 when it failed.
+func startOverTLS() (wait func() int) {
+	names := slices.DeleteFunc(slices.Sorted(maps.Keys(testsOfFiles(overTLSFiles))), func(name string) bool { return !chosenOnTheCommandLine(name) })
 	if len(names) == 0 {
-		return 0
+		return func() int { return 0 }
 	}
-	args := argsWithout("test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip")
-	args = append(args, "-test.run=^("+strings.Join(names, "|")+")$")
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(os.Args[0], sideRunArgs(names)...)
 	cmd.Env = append(os.Environ(), tlsVariable+"=1")
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	start := time.Now()
-	err := cmd.Run()
-	notePartTime(fmt.Sprintf("the run over HTTPS and HTTP/2 of %d tests", len(names)), time.Since(start), childCPU(cmd))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "the run over HTTPS and HTTP/2 of %d tests failed: %v\n", len(names), err)
-		return 1
-	}
-	return 0
+	return startPart(cmd, fmt.Sprintf("the run over HTTPS and HTTP/2 of %d tests", len(names)))
 }
 
 // testTLSFiles are, in the run over HTTPS, the files of httptest's
@@ -178,9 +146,32 @@ func writeTestTLSFiles(cert tls.Certificate) {
 // declare tests, so that a renamed file cannot turn the run over HTTPS
 // into nothing without a word.
 func TestTheCoreTestsRunOverTLS(t *testing.T) {
+	t.Parallel()
 	for _, file := range overTLSFiles {
 		if len(testsOfFiles([]string{file})) == 0 {
 			t.Errorf("%s declares no test: the run over HTTPS and HTTP/2 would skip it", file)
 		}
 	}
+}
+
+// chosenOnTheCommandLine reports whether the top-level test name is among
+// those that -run and -skip choose (by their first element: a pattern
+// that names subtests chooses the tests that hold them).
+func chosenOnTheCommandLine(name string) bool {
+	matches := func(flagName string) (set, ok bool) {
+		f := flag.Lookup(flagName)
+		if f == nil || f.Value.String() == "" {
+			return false, false
+		}
+		pattern, _, _ := strings.Cut(f.Value.String(), "/")
+		re, err := regexp.Compile(pattern)
+		return true, err == nil && re.MatchString(name)
+	}
+	if set, ok := matches("test.run"); set && !ok {
+		return false
+	}
+	if set, ok := matches("test.skip"); set && ok && !strings.Contains(flag.Lookup("test.skip").Value.String(), "/") {
+		return false
+	}
+	return true
 }

@@ -15,6 +15,7 @@ import (
 // characters, and the whole to 200 bytes; the library's own words, and a
 // message with no echo, are left as they are.
 func TestAbbreviateEchoesCutsWhatAClientSent(t *testing.T) {
+	t.Parallel()
 	a40, a32 := strings.Repeat("a", 40), strings.Repeat("a", 32)
 	for _, tt := range []struct {
 		rule, in, want string
@@ -47,6 +48,7 @@ func TestAbbreviateEchoesCutsWhatAClientSent(t *testing.T) {
 // client sent cut to 32 bytes, its address kept whole; a line that names no
 // client (an order's) passes as it is.
 func TestCertMagicsLinesOfClientsAreHeldToTheRule(t *testing.T) {
+	t.Parallel()
 	var buf syncBuffer
 	counts := map[string]int{}
 	failures := &connFailures{log: slogTo(&buf), lines: newSampledLines(), count: func(kind string) { counts[kind]++ }}

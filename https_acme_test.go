@@ -281,6 +281,7 @@ func waitForSerial(t *testing.T, addr string, roots *x509.CertPool, not string, 
 // another name fails and orders nothing; and a short-lived certificate is
 // renewed without a restart.
 func TestACMECertificatesByThemselves(t *testing.T) {
+	t.Parallel()
 	if !inALoopbackNetwork(t) {
 		return
 	}
@@ -371,6 +372,7 @@ func TestACMECertificatesByThemselves(t *testing.T) {
 // against one of them (DNS names the second), which answers the challenge
 // the first put in the shared storage.
 func TestACMEReplicasOrderOnce(t *testing.T) {
+	t.Parallel()
 	if !inALoopbackNetwork(t) {
 		return
 	}
@@ -408,6 +410,7 @@ func TestACMEReplicasOrderOnce(t *testing.T) {
 // with the CA's error, nothing is served, and the order is not tried again
 // at once: the CA's rate limits are spared.
 func TestAFailedOrderIsNotRetriedInALoop(t *testing.T) {
+	t.Parallel()
 	if !inALoopbackNetwork(t) {
 		return
 	}
@@ -441,6 +444,7 @@ func TestAFailedOrderIsNotRetriedInALoop(t *testing.T) {
 // server's alike (issue 38, finding 2: each made a line of 100 KB). No CA
 // answers: the service orders nothing it could be given.
 func TestLongServerNamesAreCutInTheLog(t *testing.T) {
+	t.Parallel()
 	if !inALoopbackNetwork(t) {
 		return
 	}

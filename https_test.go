@@ -130,6 +130,7 @@ func startHTTPS(t *testing.T, c testCert, env map[string]string) (*runningServic
 // API answers over HTTP/2 and HTTP/1.1 alike, with HSTS; TLS below 1.2 is
 // refused.
 func TestOwnCertificateOverHTTPS(t *testing.T) {
+	t.Parallel()
 	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
 	rs, _ := startHTTPS(t, c, nil)
 	if !strings.HasPrefix(rs.URL, "https://127.0.0.1:") {
@@ -181,6 +182,7 @@ func TestOwnCertificateOverHTTPS(t *testing.T) {
 // closed), a valid key sent in clear is named in a WARN by its label and
 // id (never the key) and counted; pages are redirected to https with 308.
 func TestThePlainListenerNeverRunsTheAPI(t *testing.T) {
+	t.Parallel()
 	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
 	rs, plain := startHTTPS(t, c, nil)
 	httpsPort := strings.TrimPrefix(rs.URL, "https://127.0.0.1:")
@@ -398,6 +400,7 @@ func rawRequestOn(t *testing.T, conn net.Conn, method, target string, headers ..
 // https://HOST*: the API's answers 401 without a key and 404 with one, the
 // plain listener's 403 https_required (issue 38, finding 7d).
 func TestTheAsteriskTargetIsAnsweredWithTheErrorBody(t *testing.T) {
+	t.Parallel()
 	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
 	rs, plain := startHTTPS(t, c, nil)
 	overTLS := func(t *testing.T) net.Conn {
@@ -445,6 +448,7 @@ func TestTheAsteriskTargetIsAnsweredWithTheErrorBody(t *testing.T) {
 // sent is cut in every line (issue 38, finding 2: 54,290 lines, 8 MB, in 10
 // s, each failure logged in full).
 func TestFailedHandshakesAreSampledAndCounted(t *testing.T) {
+	t.Parallel()
 	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
 	rs, _ := startHTTPS(t, c, nil)
 	addr := strings.TrimPrefix(rs.URL, "https://")
@@ -521,6 +525,7 @@ func TestFailedHandshakesAreSampledAndCounted(t *testing.T) {
 // HTTP/1.1 answered net/http's plain text (issue 38, finding 7e). Past
 // twice the bound net/http answers before the service sees the request.
 func TestOversizedHeadersGetTheErrorBodyOverHTTP2AsOverHTTP1(t *testing.T) {
+	t.Parallel()
 	c := makeCert(t, t.TempDir(), "own", time.Now().Add(24*time.Hour))
 	rs, _ := startHTTPS(t, c, nil)
 	big := strings.Repeat("a", 70_000)
@@ -590,6 +595,7 @@ func doRequestWith(t *testing.T, client *http.Client, base, method, path string)
 // broken replacement keeps the pair in force and logs an ERROR naming the
 // setting.
 func TestOwnCertificateIsReloaded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
 	rs, _ := startHTTPS(t, first, nil)
@@ -619,6 +625,7 @@ func TestOwnCertificateIsReloaded(t *testing.T) {
 // serves one, in a WARN naming the setting, the file and its mode; a key
 // file of mode 0600 is not.
 func TestAnOpenTLSKeyIsWarnedAbout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
 	chmod(t, first.keyFile, 0o644)
@@ -666,6 +673,7 @@ func chmod(t *testing.T, path string, mode os.FileMode) {
 // its files were replaced, serves the new pair and says it reloaded it on
 // the signal.
 func TestOwnCertificateIsReloadedOnSIGHUP(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
 	p := startBinary(t, buildBinary(t), "PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB="+filepath.Join(dir, "pets.db"), "PETSTORE_API_KEYS="+testKey,
@@ -688,6 +696,7 @@ func TestOwnCertificateIsReloadedOnSIGHUP(t *testing.T) {
 // often it looks at the files unchanged (every 2 s in the service), and
 // logs again only once they change again.
 func TestARefusedPairIsLoggedOncePerChange(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := makeCert(t, dir, "live", time.Now().Add(24*time.Hour))
 	o, err := loadOwnCertificate(c.certFile, c.keyFile)
@@ -735,6 +744,7 @@ func TestARefusedPairIsLoggedOncePerChange(t *testing.T) {
 // (a key removed from the key file is refused from then on), does not grow,
 // and stops promptly on SIGTERM.
 func TestATLSFileThatHangsOrNeverEndsHoldsNeitherTheKeysNorTheStop(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -869,6 +879,7 @@ func replace(t *testing.T, from, to string) {
 // address other than loopback logs a WARN naming HTTPS and the ways to it;
 // on loopback, nothing.
 func TestPlainHTTPOnAnOpenAddressIsWarnedAbout(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		addr string
 		warn bool
@@ -893,6 +904,7 @@ func TestPlainHTTPOnAnOpenAddressIsWarnedAbout(t *testing.T) {
 // deploy/petstore.service (an unknown key, a bad value or capability), with
 // its ExecStart pointed at the binary the tests built.
 func TestTheSystemdUnitIsValid(t *testing.T) {
+	t.Parallel()
 	analyze, err := exec.LookPath("systemd-analyze")
 	missingPart(t, "the systemd unit's check (systemd-analyze)", "apt-get install systemd", err)
 	unit := strings.ReplaceAll(string(mustRead(t, "deploy/petstore.service")), "/usr/local/bin/petstore", buildBinary(t))

@@ -29,6 +29,7 @@ import (
 // keys list shows it, the key about to expire is warned about at start and
 // at the reload, and nothing the service says holds a key or a digest.
 func TestKeysNewIsAcceptedThroughTheKeyFileAndSIGHUP(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -199,6 +200,7 @@ func TestAMiswrittenDigestLineIsRefused(t *testing.T) {
 // without O_NONBLOCK would wait on for ever, is refused at once, the keys in
 // force stay, later reloads still work, and SIGTERM still drains.
 func TestAReloadNeverBlocks(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -247,6 +249,7 @@ func TestAReloadNeverBlocks(t *testing.T) {
 // so that callers who announce a body and never send it cannot hold the
 // connection slots; a fresh client is then served at once.
 func TestRefusalsBeforeTheBodyCloseTheConnection(t *testing.T) {
+	t.Parallel()
 	const maxConns = 4
 	const attempts = 2 * maxConns // per row, all sent before any answer is read
 	// The rate limit allows each key one request: each connection of a

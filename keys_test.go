@@ -78,6 +78,7 @@ func scopeKey(s scope) string {
 // header. The operations are the rows of the route table, so a route added
 // without a row here fails.
 func TestEachOperationNeedsItsScope(t *testing.T) {
+	t.Parallel()
 	var file strings.Builder
 	for _, s := range knownScopes() {
 		fmt.Fprintf(&file, "%s %s scopes=%s\n", scopeKey(s), strings.NewReplacer(":", "-", "*", "star").Replace(string(s)), s)
@@ -228,6 +229,7 @@ func TestEachOperationNeedsItsScope(t *testing.T) {
 // without a key are the routes without one, and no /v1 route lacks a
 // declared scope.
 func TestRoutesAreTheDocumentsSecurity(t *testing.T) {
+	t.Parallel()
 	doc := loadContract(t)
 	documented := map[string]string{} // "METHOD /path" -> operation: scope
 	for path, item := range doc.Paths.Map() {
@@ -275,6 +277,7 @@ func TestRoutesAreTheDocumentsSecurity(t *testing.T) {
 
 // TestKeyFileAttributes reads scopes= and expires= as the service does.
 func TestKeyFileAttributes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		rule    string
 		line    string
@@ -328,6 +331,7 @@ func TestKeyFileAttributes(t *testing.T) {
 // a character no one sees, are malformed: either would make a key of text
 // that the file shows as something else.
 func TestMalformedKeyFileLines(t *testing.T) {
+	t.Parallel()
 	const good = "good-key-0123456789 web scopes=pets:read\n"
 	const secret = "s3cret-key-0123456789"
 	typo := []byte(newPSK())
@@ -420,6 +424,7 @@ func TestMalformedKeyFileLines(t *testing.T) {
 // TestPSKChecksum: a key of petstore keys new has the documented form, and
 // changing any one of its characters breaks its checksum.
 func TestPSKChecksum(t *testing.T) {
+	t.Parallel()
 	key := newPSK()
 	if len(key) != len("psk_")+43+6 || !strings.HasPrefix(key, "psk_") || !validPSK(key) {
 		t.Fatalf("newPSK() = %q: not psk_, 43 base64url characters and a 6-character checksum", key)
@@ -447,6 +452,7 @@ func TestPSKChecksum(t *testing.T) {
 // the clock passes its expiry, with no reload, and the metrics report its
 // expiry by label and id.
 func TestKeyExpiresWhileTheServerRuns(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	clock := &fakeClock{t: start}
 	const shortLived, admin = "short-lived-key-0123456789", "admin-key-0123456789"
@@ -481,6 +487,7 @@ func TestKeyExpiresWhileTheServerRuns(t *testing.T) {
 // TestAForbiddenRequestIsNotAFailedGuess: 403s come from a valid key, so
 // they never spend the address's budget of failed authentications.
 func TestAForbiddenRequestIsNotAFailedGuess(t *testing.T) {
+	t.Parallel()
 	const reader = "reader-key-0123456789"
 	ts := newServerWithKeyFile(t, reader+" shop scopes=pets:read\n", time.Now,
 		withLimits(limits{idempotencyTTL: defaultIdempotencyTTL, authFailures: 2}))
@@ -498,6 +505,7 @@ func TestAForbiddenRequestIsNotAFailedGuess(t *testing.T) {
 // checksum does not match, even when the key file lists its digest, which
 // shows that no lookup was made.
 func TestPSKWithABadChecksumIsRefused(t *testing.T) {
+	t.Parallel()
 	key := newPSK()
 	typo := key[:20] + string(key[20]^1) + key[21:]
 	d := sha256.Sum256([]byte(typo))
@@ -518,6 +526,7 @@ func TestPSKWithABadChecksumIsRefused(t *testing.T) {
 // can be written by others without the sticky bit; a root-owned sticky
 // directory (as /tmp) is fine. Changing owners needs root.
 func TestFilesOthersCouldChangeAreRefused(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("changing a file's owner needs root")
 	}
@@ -569,6 +578,7 @@ func TestFilesOthersCouldChangeAreRefused(t *testing.T) {
 // TestKeysNew checks petstore keys new in-process: the key and its line, the
 // line a key file accepts, and the settings and files it refuses.
 func TestKeysNew(t *testing.T) {
+	t.Parallel()
 	t.Run("prints the key, then the line that accepts it", func(t *testing.T) {
 		var out strings.Builder
 		if err := run(t.Context(), []string{"keys", "new", "-label", "shop", "-scopes", "pets:read,orders:write", "-expires", "2030-01-01"},
@@ -639,6 +649,7 @@ func TestKeysNew(t *testing.T) {
 // TestScopeBitsFollowKnownScopes: each known scope has a bit of its own, in
 // the order of knownScopes, and every one of them is in everyScope.
 func TestScopeBitsFollowKnownScopes(t *testing.T) {
+	t.Parallel()
 	var all scopeSet
 	for i, s := range knownScopes() {
 		if s.bit() != 1<<i {
@@ -661,6 +672,7 @@ func TestScopeBitsFollowKnownScopes(t *testing.T) {
 // names both listings by where they are, never by the key. (The start-up
 // refusals are rows of TestRunRefusesBadConfiguration.)
 func TestAKeyListedTwiceIsRefused(t *testing.T) {
+	t.Parallel()
 	const key, other = "listed-twice-0123456789", "other-key-0123456789"
 	digest := sha256.Sum256([]byte(key))
 	tests := []struct {

@@ -614,6 +614,7 @@ func TestBackupUnderConcurrentWritesRestoresEveryAcknowledgedPet(t *testing.T) {
 }
 
 func TestBackupWritesExactlyTheNamedFile(t *testing.T) {
+	// Not parallel: t.Chdir changes the directory of the whole process.
 	dir := t.TempDir()
 	// Relative names, as typed in a shell: run from the directory.
 	t.Chdir(dir)

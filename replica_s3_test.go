@@ -69,6 +69,7 @@ func (s *s3Store) holderElsewhere(t *testing.T) {
 }
 
 func TestReplicationOnS3(t *testing.T) {
+	t.Parallel()
 	if !inALoopbackNetworkWithS3(t) {
 		return
 	}

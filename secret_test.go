@@ -19,6 +19,7 @@ import (
 // replicas without a file use from then on; and the database's secret,
 // written to a file, is what a replica given that file uses.
 func TestReplicasShareTheSecretKeptInTheDatabase(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary")
 	}

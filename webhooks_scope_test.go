@@ -16,6 +16,7 @@ import (
 // holding only webhooks:write cannot point a subscription of another key at
 // its own receiver, nor read its URL, secret or deliveries.
 func TestASubscriptionIsManagedOnlyByAKeyThatReadsWhatItDelivers(t *testing.T) {
+	t.Parallel()
 	const petsKey, hooksOnly = "pets-hooks-0123456789", "hooks-only-0123456789"
 	ts := newServerWithKeyFile(t, testKey+" all\n"+
 		petsKey+" pets scopes=pets:read,webhooks:write\n"+

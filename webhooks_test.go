@@ -188,6 +188,7 @@ func rawEventsAfter(t *testing.T, ts *testServer, after int64) []string {
 }
 
 func TestWebhookSubscriptionsAPI(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{t: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
 	ts := newTestServer(t, withClock(clock.now))
 
@@ -285,6 +286,7 @@ func TestWebhookSubscriptionsAPI(t *testing.T) {
 }
 
 func TestWebhookDeliveryIsSignedToTheSpecification(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	startDispatcher(t, ts, fastWebhooks)
 	rc := newReceiver(t)
@@ -335,6 +337,7 @@ func TestWebhookDeliveryIsSignedToTheSpecification(t *testing.T) {
 }
 
 func TestWebhookRetriesKeepTheWebhookID(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	startDispatcher(t, ts, fastWebhooks)
 	t.Run("after a 500", func(t *testing.T) {
@@ -391,6 +394,7 @@ func TestWebhookRetriesKeepTheWebhookID(t *testing.T) {
 }
 
 func TestWebhookOrderUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	startDispatcher(t, ts, fastWebhooks)
 	rc := newReceiver(t)
@@ -447,6 +451,7 @@ func uniqueIDs(ids []string) []string {
 }
 
 func TestWebhookPauseAndResume(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	startDispatcher(t, ts, fastWebhooks)
 	rc := newReceiver(t)
@@ -484,6 +489,7 @@ func TestWebhookPauseAndResume(t *testing.T) {
 }
 
 func TestWebhookGivesUp(t *testing.T) {
+	t.Parallel()
 	cfg := fastWebhooks
 	cfg.giveUp = 100 * time.Millisecond
 	ts := newTestServer(t)
@@ -529,6 +535,7 @@ func TestWebhookGivesUp(t *testing.T) {
 }
 
 func TestWebhookSecretRotationSignsWithBothSecrets(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	startDispatcher(t, ts, fastWebhooks)
 	rc := newReceiver(t)
@@ -548,6 +555,7 @@ func TestWebhookSecretRotationSignsWithBothSecrets(t *testing.T) {
 }
 
 func TestWebhookRefusesAddressesOfTheMachine(t *testing.T) {
+	t.Parallel()
 	// Only addresses that never leave the machine: the receiver listens on
 	// 127.0.0.1, so a guard that failed would reach it, and nothing else.
 	rc := newReceiver(t)
@@ -602,6 +610,7 @@ func TestWebhookRefusesAddressesOfTheMachine(t *testing.T) {
 }
 
 func TestAddressGuardRefusesEveryRangeWithoutConnecting(t *testing.T) {
+	t.Parallel()
 	// The guard is called as the dialer calls it, with a fake network
 	// address and no socket: nothing is ever sent to these addresses. The
 	// service listens on every address on 8443 and on 127.0.0.1:8080; the
@@ -739,6 +748,7 @@ func TestAddressGuardRefusesEveryRangeWithoutConnecting(t *testing.T) {
 }
 
 func TestWebhookTricklingAnswerIsCut(t *testing.T) {
+	t.Parallel()
 	cfg := fastWebhooks
 	cfg.timeout = 300 * time.Millisecond
 	ts := newTestServer(t)
@@ -782,6 +792,7 @@ func TestWebhookTricklingAnswerIsCut(t *testing.T) {
 }
 
 func TestWebhookReplicasDeliverOnceInOrderAndTakeOver(t *testing.T) {
+	t.Parallel()
 	rs, _ := replicas(t, 2)
 	rc := newReceiver(t)
 	var dispatchers []*dispatcher
@@ -843,6 +854,7 @@ func TestWebhookReplicasDeliverOnceInOrderAndTakeOver(t *testing.T) {
 }
 
 func TestWebhookSettings(t *testing.T) {
+	t.Parallel()
 	t.Run("-h lists every webhook setting with its variable and default", func(t *testing.T) {
 		var out strings.Builder
 		run(t.Context(), []string{"-h"}, func(string) string { return "" }, strings.NewReader(""), &out, &out)
@@ -908,6 +920,7 @@ func TestWebhookSettings(t *testing.T) {
 // waiting for the dead process's lease, since a SQLite file is one
 // process's.
 func TestWebhookDeliveryCutBySIGKILLIsSentAgain(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	db := filepath.Join(t.TempDir(), "pets.db")
 	env := []string{"PETSTORE_ADDR=127.0.0.1:0", "PETSTORE_DB=" + db, "PETSTORE_API_KEYS=" + testKey,
@@ -969,6 +982,7 @@ func TestWebhookDeliveryCutBySIGKILLIsSentAgain(t *testing.T) {
 // SQLite, whose file one process serves, a starting dispatcher takes it
 // over at once.
 func TestWebhookLeaseLeftByADeadProcess(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	rc := newReceiver(t)
 	arrived := make(chan time.Time, 1)
@@ -1007,6 +1021,7 @@ func TestWebhookLeaseLeftByADeadProcess(t *testing.T) {
 }
 
 func TestWebhookRetrySchedule(t *testing.T) {
+	t.Parallel()
 	d := &dispatcher{cfg: webhookConfig{backoff: 5 * time.Second}}
 	for _, c := range []struct {
 		rule       string
@@ -1050,6 +1065,7 @@ func TestWebhookRetrySchedule(t *testing.T) {
 }
 
 func TestWebhookHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	startDispatcher(t, ts, fastWebhooks)
 	rc := newReceiver(t)
@@ -1075,6 +1091,7 @@ func TestWebhookHonoursRetryAfter(t *testing.T) {
 }
 
 func TestWebhookAnswersThatFailTheAttempt(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	startDispatcher(t, ts, fastWebhooks)
 	for _, c := range []struct {
@@ -1140,6 +1157,7 @@ func verify(secret string, h http.Header, body []byte) bool {
 }
 
 func TestWebhookVerificationExampleIsTheDocs(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("docs/webhooks.md")
 	if err != nil {
 		t.Fatal(err)
@@ -1188,6 +1206,7 @@ func TestWebhookVerificationExampleIsTheDocs(t *testing.T) {
 // listeners that a delivery never reaches, even with -webhook-allow-private
 // (which lets deliveries reach other loopback ports).
 func TestWebhooksNeverReachTheProfilesListener(t *testing.T) {
+	t.Parallel()
 	lines, _ := runLines(t, map[string]string{"PETSTORE_PPROF_ADDR": "127.0.0.1:0", "PETSTORE_WEBHOOK_ALLOW_PRIVATE": "1"}, 3)
 	api := strings.TrimPrefix(lines[0], "petstore listening on ")
 	profiles := strings.TrimPrefix(lines[2], "petstore profiles on ")
