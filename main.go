@@ -140,10 +140,11 @@ func serve(ctx context.Context, cfg config, hup <-chan os.Signal, stdout, stderr
 	failures := newConnFailures(log, m)
 	certs := certificatesOf(cfg.tls, log, failures, st, lns.api.Addr(), lns.plainAddr())
 	certs.loadStored(ctx)
-	stopWork := startBackground(ctx, cfg, log, st, m, lns, certs)
+	r := &running{cfg: cfg, log: log, st: st, keys: keys, m: m, failures: failures, lns: lns, certs: certs}
+	stopWork := r.startBackground(ctx)
 	defer stopWork()
-	srvs, serveErr := startServing(cfg, log, st, keys, m, failures, lns, certs)
-	if err := announce(ctx, cfg, log, st, keys, lns, certs, stdout); err != nil {
+	srvs, serveErr := r.startServing()
+	if err := r.announce(ctx, stdout); err != nil {
 		return err
 	}
 	reloads := reloadOnSignal(log, keys, certs, flushLog)
@@ -317,7 +318,8 @@ func (l *listeners) close() {
 // metrics go to m, and, with HTTPS, the certificates' upkeep (watching the
 // shop's own files, or ordering and renewing). The function it returns
 // stops them and waits for them, before the store closes.
-func startBackground(ctx context.Context, cfg config, log *slog.Logger, st *store, m *metrics, lns *listeners, certs *certificates) (stop func()) {
+func (r *running) startBackground(ctx context.Context) (stop func()) {
+	cfg, log, st, m, certs := r.cfg, r.log, r.st, r.m, r.certs
 	ctx, cancel := context.WithCancel(ctx)
 	var work sync.WaitGroup
 	work.Go(func() {
@@ -329,7 +331,7 @@ func startBackground(ctx context.Context, cfg config, log *slog.Logger, st *stor
 		// minute): a prune every half of that, however long it takes.
 		pruneEventsEvery(ctx, log, st, cfg.events.retention, min(cfg.events.retention, time.Minute)/2, time.Now)
 	})
-	hooks := newDispatcher(log, st, cfg.webhooks, lns.own(), time.Now)
+	hooks := newDispatcher(log, st, cfg.webhooks, r.lns.own(), time.Now)
 	m.registry.MustRegister(hooks.collectors()...)
 	work.Go(func() { hooks.run(ctx) })
 	if certs != nil {
@@ -342,6 +344,21 @@ func startBackground(ctx context.Context, cfg config, log *slog.Logger, st *stor
 	}
 }
 
+// running is what serve has opened and made by the time it starts the
+// service's work: its settings, its log, the store, the keys, the metrics,
+// the counter of connection failures, the listeners and, with HTTPS, the
+// certificates. Its methods are serve's last steps.
+type running struct {
+	cfg      config
+	log      *slog.Logger
+	st       *store
+	keys     keyring
+	m        *metrics
+	failures *connFailures
+	lns      *listeners
+	certs    *certificates
+}
+
 // servers are the service's HTTP servers: the API's and, beside HTTPS,
 // the plain listener's (nil without one).
 type servers struct{ api, plain *http.Server }
@@ -351,7 +368,8 @@ type servers struct{ api, plain *http.Server }
 // connection cap, their own errors (a failed handshake) going to failures.
 // The channel it returns tells why serving stopped, if it stops before the
 // drain.
-func startServing(cfg config, log *slog.Logger, st *store, keys keyring, m *metrics, failures *connFailures, lns *listeners, certs *certificates) (servers, <-chan error) {
+func (r *running) startServing() (servers, <-chan error) {
+	cfg, log, st, keys, m, failures, lns, certs := r.cfg, r.log, r.st, r.keys, r.m, r.failures, r.lns, r.certs
 	conns := newConnLimiter(cfg.maxConns)
 	m.watchConns(conns)
 	events := newFeed(log, st, keys, cfg.events, time.Now)
@@ -426,7 +444,8 @@ func http2Bounds(cfg config) *http.HTTP2Config {
 // of standard output names the URL the service answers on, https:// with
 // TLS. Listening in clear on an address other than loopback is warned
 // about: every key would cross the network readable.
-func announce(ctx context.Context, cfg config, log *slog.Logger, st *store, keys keyring, lns *listeners, certs *certificates, stdout io.Writer) error {
+func (r *running) announce(ctx context.Context, stdout io.Writer) error {
+	cfg, log, st, keys, lns, certs := r.cfg, r.log, r.st, r.keys, r.lns, r.certs
 	journal, err := st.journalMode(ctx) // "" on PostgreSQL
 	if err != nil {
 		return err

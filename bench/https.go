@@ -5,7 +5,11 @@ package main
 // twice on databases of the same size: once over plain HTTP, once with
 // -tls-cert and -tls-key. Beside them it starts the bare ceiling twice, over
 // plain HTTP (HTTP/1.1 and h2c) and over TLS with the same certificate (the
-// bare Go TLS server).
+// bare Go TLS server), and, when create runs, durable bare twice (bench
+// durable, durable.go: net/http and SQLite in WAL with synchronous=FULL,
+// group commit, the least a durable create costs), over plain HTTP/1.1 and
+// over TLS with the same certificate, each on a fresh SQLite file of its
+// own.
 //
 // Keep-alive scenarios (list-first, get, create: the requests of the main
 // benchmark's scripts), each round loading in turn: the service over plain
@@ -14,7 +18,13 @@ package main
 // same client as the HTTP/2 row on both sides of a ratio), then the ceiling
 // over plain HTTP/1.1 and over HTTPS HTTP/1.1 with wrk, and over HTTPS
 // HTTP/2 and plain HTTP/2 (h2c) with h2load (what TLS and HTTP/2 cost, each
-// apart, a server that does nothing else; the service serves no h2c).
+// apart, a server that does nothing else; the service serves no h2c); in
+// create only, then durable bare over plain HTTP/1.1 with wrk and over HTTPS
+// HTTP/2 with h2load. The report compares the service with a bare server
+// over the same protocol and client: with the ceiling in list-first and get
+// (HTTPS HTTP/2 target 0.90, its CPU per request at most 1.3 times the
+// ceiling's), with durable bare in create (target 0.80), as the main
+// benchmark does.
 //
 // The handshake scenario: new connections per second, each a full TLS 1.3
 // handshake (no session cache, no tickets) and one GET /healthz, from Go
@@ -95,6 +105,8 @@ const (
 	ceilingHTTPSWrk = "ceiling, HTTPS HTTP/1.1, wrk"
 	ceilingH2load   = "ceiling, HTTPS HTTP/2, h2load"
 	ceilingH2c      = "ceiling, plain HTTP/2 (h2c), h2load"
+	durablePlainWrk = "durable bare, plain HTTP/1.1, wrk"
+	durableH2load   = "durable bare, HTTPS HTTP/2, h2load"
 	bareTLSServer   = "bare Go TLS server (the ceiling)"
 	serviceTLS      = "service"
 )
@@ -124,10 +136,15 @@ type httpsScenarioResult struct {
 
 // httpsTargetRatio is the target of every ratio HTTPS / plain of the
 // keep-alive scenarios, and handshakeRatio that of the service's
-// handshakes / the bare server's.
+// handshakes / the bare server's. ceilingTargetRatio is the target of the
+// service's req/s over HTTPS HTTP/2 over the ceiling's, in list-first and
+// get, and ceilingCPUTarget the most its CPU per request may be, in times
+// the ceiling's (durableTarget is create's, against durable bare).
 const (
-	httpsTargetRatio = 0.85
-	handshakeRatio   = 0.90
+	httpsTargetRatio   = 0.85
+	handshakeRatio     = 0.90
+	ceilingTargetRatio = 0.90
+	ceilingCPUTarget   = 1.3
 )
 
 // runHTTPSBench is `bench https`: the flags read, the service built and
@@ -153,17 +170,12 @@ func runHTTPSBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	keepAlive, newConns := r.keepAliveTargets(srv), r.newConnTargets(srv)
 	var results []httpsScenarioResult
 	for _, sc := range httpsScenarios {
 		if !slices.Contains(o.only, sc) {
 			continue
 		}
-		targets := keepAlive
-		if sc == handshakeScenario {
-			targets = newConns
-		}
-		s, err := httpsScenario(ctx, o, sc, targets)
+		s, err := httpsScenario(ctx, o, sc, r.scenarioTargets(srv, sc))
 		if err != nil {
 			return err
 		}
@@ -305,11 +317,14 @@ type httpsServers struct {
 	plain, https *process // the service over plain HTTP and over HTTPS
 	ceiling      *process // the ceiling over plain HTTP/1.1 and h2c
 	bare         *process // the ceiling over TLS: the bare Go TLS server
+	// Durable bare over plain HTTP/1.1 and over TLS; nil unless create
+	// runs.
+	durable, durableTLS *process
 }
 
 // startServers starts the service over plain HTTP and over HTTPS, each on
-// its own database, and the ceiling over plain HTTP (with h2c) and over
-// TLS.
+// its own database, the ceiling over plain HTTP (with h2c) and over TLS,
+// and, when create runs, durable bare over plain HTTP and over TLS.
 func (r *httpsRun) startServers(ctx context.Context) (httpsServers, error) {
 	var s httpsServers
 	var err error
@@ -326,6 +341,16 @@ func (r *httpsRun) startServers(ctx context.Context) (httpsServers, error) {
 		return s, err
 	}
 	fmt.Fprintf(os.Stderr, "service over plain HTTP on %s, over HTTPS on %s; ceiling on %s and %s\n", s.plain.url, s.https.url, s.ceiling.url, s.bare.url)
+	if !slices.Contains(r.o.only, "create") {
+		return s, nil
+	}
+	if s.durable, err = r.startDurable(ctx, "plain"); err != nil {
+		return s, err
+	}
+	if s.durableTLS, err = r.startDurable(ctx, "tls", r.cert.certFile, r.cert.keyFile); err != nil {
+		return s, err
+	}
+	fmt.Fprintf(os.Stderr, "durable bare on %s and %s\n", s.durable.url, s.durableTLS.url)
 	return s, nil
 }
 
@@ -361,17 +386,44 @@ func (r *httpsRun) startService(ctx context.Context, name string, overTLS bool) 
 // startCeiling starts the ceiling with args after its address and pets (h2c,
 // or a certificate and its key), on the servers' CPU with -pin.
 func (r *httpsRun) startCeiling(ctx context.Context, args ...string) (*process, error) {
-	args = append([]string{"ceiling", "127.0.0.1:0", strconv.FormatInt(r.o.pets, 10)}, args...)
-	cmd := serverCommand(ctx, r.self, args...)
+	return r.startBare(ctx, "ceiling", slices.Concat([]string{strconv.FormatInt(r.o.pets, 10)}, args)...)
+}
+
+// startDurable starts durable bare on a fresh SQLite file of its own in the
+// run's directory, named after name, with args after its address and file
+// (a certificate and its key, or none), on the servers' CPU with -pin.
+func (r *httpsRun) startDurable(ctx context.Context, name string, args ...string) (*process, error) {
+	db := filepath.Join(r.dir, "durable-"+name+".db")
+	return r.startBare(ctx, "durable", slices.Concat([]string{db}, args)...)
+}
+
+// startBare starts this program's server kind (ceiling or durable) on a
+// free port with args after the address, on the servers' CPU with -pin.
+// Both print the ceiling's line when they listen.
+func (r *httpsRun) startBare(ctx context.Context, kind string, args ...string) (*process, error) {
+	cmd := serverCommand(ctx, r.self, slices.Concat([]string{kind, "127.0.0.1:0"}, args)...)
 	if r.o.pin {
 		onServerCPU(cmd, r.o.taskset)
 	}
 	p, err := startProcess(cmd, "ceiling listening on ")
 	if err != nil {
-		return nil, fmt.Errorf("start the ceiling: %w", err)
+		return nil, fmt.Errorf("start the %s: %w", kind, err)
 	}
 	r.started = append(r.started, p)
 	return p, nil
+}
+
+// scenarioTargets are the loads of each round of scenario sc: the
+// handshake scenario's, or the keep-alive ones, followed in create by
+// durable bare's.
+func (r *httpsRun) scenarioTargets(s httpsServers, sc string) []httpsTarget {
+	switch sc {
+	case handshakeScenario:
+		return r.newConnTargets(s)
+	case "create":
+		return append(r.keepAliveTargets(s), r.durableTargets(s)...)
+	}
+	return r.keepAliveTargets(s)
 }
 
 // keepAliveTargets are the loads of each round of a keep-alive scenario, in
@@ -386,6 +438,16 @@ func (r *httpsRun) keepAliveTargets(s httpsServers) []httpsTarget {
 		{name: ceilingHTTPSWrk, url: s.bare.url, server: s.bare, load: r.wrk(s.bare.url)},
 		{name: ceilingH2load, url: s.bare.url, server: s.bare, load: r.h2load(s.bare.url, false)},
 		{name: ceilingH2c, url: s.ceiling.url, server: s.ceiling, load: r.h2load(s.ceiling.url, false)},
+	}
+}
+
+// durableTargets are the loads of durable bare in each round of create,
+// after the keep-alive ones: over plain HTTP/1.1 with wrk, over HTTPS
+// HTTP/2 with h2load.
+func (r *httpsRun) durableTargets(s httpsServers) []httpsTarget {
+	return []httpsTarget{
+		{name: durablePlainWrk, url: s.durable.url, server: s.durable, load: r.wrk(s.durable.url)},
+		{name: durableH2load, url: s.durableTLS.url, server: s.durableTLS, load: r.h2load(s.durableTLS.url, false)},
 	}
 }
 
@@ -511,6 +573,7 @@ func printHTTPSReport(w io.Writer, o httpsOptions, results []httpsScenarioResult
 	keepAlive := slices.DeleteFunc(slices.Clone(results), func(s httpsScenarioResult) bool { return s.name == handshakeScenario })
 	if len(keepAlive) > 0 {
 		printKeepAlive(w, keepAlive)
+		printAgainstBare(w, keepAlive)
 	}
 	for _, s := range results {
 		if s.name == handshakeScenario {
@@ -589,24 +652,98 @@ func printKeepAlive(w io.Writer, keepAlive []httpsScenarioResult) {
 // throughput ratio, its target (the service over HTTPS only), and the CPU
 // ratio; empty in the plain rows themselves.
 func keepAliveRatios(s httpsScenarioResult, name string) (ratio, target, cpuRatio string) {
-	rs := s.runs[name]
-	switch name {
-	case httpsWrk, httpsH2load, plainH2load:
-		cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[plainWrk], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
-	case ceilingHTTPSWrk, ceilingH2load, ceilingH2c:
-		cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[ceilingPlainWrk], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
+	base := plainBaseOf(name)
+	if base == "" {
+		return "", "", ""
 	}
+	rs := s.runs[name]
+	cpuRatio = fmt.Sprintf("%.2f", medianOf(s.runs[base], wrkResult.cpuPerRequest)/medianOf(rs, wrkResult.cpuPerRequest))
+	r := rpsRatios(rs, s.runs[base])
 	switch name {
 	case httpsWrk, httpsH2load:
-		r := rpsRatios(rs, s.runs[plainWrk])
 		ratio = "**" + ratioRange(r) + "**"
 		target = fmt.Sprintf(">= %.2f: %s", httpsTargetRatio, met(median(r, identity), httpsTargetRatio))
 	case plainH2load:
-		ratio = ratioRange(rpsRatios(rs, s.runs[plainWrk])) + " (the clients' difference)"
-	case ceilingHTTPSWrk, ceilingH2load, ceilingH2c:
-		ratio = ratioRange(rpsRatios(rs, s.runs[ceilingPlainWrk])) + " (of the ceiling over plain HTTP/1.1)"
+		ratio = ratioRange(r) + " (the clients' difference)"
+	case durableH2load:
+		ratio = ratioRange(r) + " (of durable bare over plain HTTP/1.1)"
+	default:
+		ratio = ratioRange(r) + " (of the ceiling over plain HTTP/1.1)"
 	}
 	return ratio, target, cpuRatio
+}
+
+// plainBaseOf is the row the load name's ratios are to: its server's over
+// plain HTTP/1.1 loaded by wrk; empty for those rows themselves.
+func plainBaseOf(name string) string {
+	switch name {
+	case httpsWrk, httpsH2load, plainH2load:
+		return plainWrk
+	case ceilingHTTPSWrk, ceilingH2load, ceilingH2c:
+		return ceilingPlainWrk
+	case durableH2load:
+		return durablePlainWrk
+	}
+	return ""
+}
+
+// bareComparison compares a load of the service with a load of a bare
+// server over the same protocol by the same client.
+type bareComparison struct {
+	service, bare string  // the loads, as the report names them
+	target        float64 // of the service's req/s over the bare server's
+	cpuTarget     float64 // the most the service's CPU per request may be, in times the bare server's; 0: none
+}
+
+// bareComparisons are those of scenario sc: in create, the service with
+// durable bare (the least a durable create costs) on both protocols; in
+// the reads, with the ceiling.
+func bareComparisons(sc string) []bareComparison {
+	if sc == "create" {
+		return []bareComparison{
+			{service: plainWrk, bare: durablePlainWrk, target: durableTarget},
+			{service: httpsH2load, bare: durableH2load, target: durableTarget},
+		}
+	}
+	return []bareComparison{
+		{service: plainWrk, bare: ceilingPlainWrk},
+		{service: httpsH2load, bare: ceilingH2load, target: ceilingTargetRatio, cpuTarget: ceilingCPUTarget},
+	}
+}
+
+// printAgainstBare writes the table of the service against the bare
+// servers, a row per comparison of bareComparisons whose loads ran.
+func printAgainstBare(w io.Writer, keepAlive []httpsScenarioResult) {
+	fmt.Fprintln(w, "The service against a bare server loaded over the same protocol by the same client: the ceiling in list-first and get (answers from memory), durable bare in create (`bench durable`: net/http and SQLite in WAL with synchronous=FULL, creates group-committed, one row each and nothing else: the least a durable create costs). The ratio is the median of the per-round ratios of req/s (lowest and highest in brackets); the CPU ratio is the service's CPU per request over the bare server's.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| scenario | service | bare server | service req/s | bare req/s | ratio | target | service / bare CPU per request | target |")
+	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---|---:|---|")
+	for _, s := range keepAlive {
+		for _, c := range bareComparisons(s.name) {
+			if len(s.runs[c.service]) == 0 || len(s.runs[c.bare]) == 0 {
+				continue
+			}
+			fmt.Fprintln(w, bareComparisonRow(s, c))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// bareComparisonRow is the row of the comparison c in scenario s.
+func bareComparisonRow(s httpsScenarioResult, c bareComparison) string {
+	service, bare := s.runs[c.service], s.runs[c.bare]
+	r := rpsRatios(service, bare)
+	cpu := medianOf(service, wrkResult.cpuPerRequest) / medianOf(bare, wrkResult.cpuPerRequest)
+	target, cpuTarget := "", ""
+	if c.target > 0 {
+		target = fmt.Sprintf(">= %.2f: %s", c.target, met(median(r, identity), c.target))
+	}
+	if c.cpuTarget > 0 {
+		// Met when the CPU ratio is at most its target.
+		cpuTarget = fmt.Sprintf("<= %.2f: %s", c.cpuTarget, met(c.cpuTarget, cpu))
+	}
+	return fmt.Sprintf("| %s | %s | %s | %.0f | %.0f | **%s** | %s | %.2f | %s |",
+		s.name, c.service, c.bare, medianOf(service, wrkResult.rps), medianOf(bare, wrkResult.rps), ratioRange(r), target, cpu, cpuTarget)
 }
 
 // printHandshakes writes the table of the handshake scenario s: the bare Go

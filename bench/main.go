@@ -3,9 +3,13 @@
 // bare net/http "ceiling" server that answers the same requests from memory
 // and the real service on each database, and loads them in turn (ceiling,
 // service, ceiling, service...) with wrk, the same connections and duration
-// for both. It prints a Markdown table of requests/s, p50 and p99 latency,
-// the ratio service/ceiling (median of the rounds), the service's peak RSS
-// and its start-up time.
+// for both. In the create scenario each round also loads durable bare
+// after the ceiling (bench durable, durable.go: net/http and SQLite in WAL
+// with synchronous=FULL, creates group-committed, on a fresh SQLite file
+// for each size: the least a durable create costs). It prints a Markdown
+// table of requests/s, p50 and p99 latency, the ratio service/ceiling
+// (median of the rounds), the service's create ratio to durable bare
+// beside it, the service's peak RSS and its start-up time.
 //
 // With -baseline REV it also builds the service as it was at the git
 // revision REV and loads it in every round beside the other two (ceiling,
@@ -116,6 +120,10 @@ var targets = map[string]string{
 	"mix":         ">= 0.60",
 	"sell":        "",
 }
+
+// durableTarget is the target of the ratio of the service's creates to
+// durable bare's, here and in bench https.
+const durableTarget = 0.80
 
 // options are the benchmark's flags.
 type options struct {
@@ -472,6 +480,7 @@ func (r wrkResult) cpuPerRequest() float64 {
 const (
 	ceilingName  = "ceiling"
 	balancedName = "ceiling behind the balancer"
+	durableName  = "durable bare" // loaded in create only
 	baselineName = "baseline"
 	serviceName  = "service"
 	pg1Name      = "PostgreSQL, 1 replica"
@@ -646,8 +655,9 @@ func (b *sizeBench) startBalancer(ctx context.Context, backends ...*process) (*p
 
 // startSQLiteTargets starts each binary on its SQLite database (measuring
 // its start-ups) and the ceiling, with balanced the ceiling behind a
-// balancer too, and adds their targets: the ceiling first, the balanced
-// ceiling, then the binaries in the order of bins.
+// balancer too, and durable bare when create runs, and adds their targets:
+// the ceiling first, the balanced ceiling, durable bare, then the binaries
+// in the order of bins.
 func (b *sizeBench) startSQLiteTargets(ctx context.Context, bins []binary, balanced bool) error {
 	var procs []*process
 	for _, bn := range bins {
@@ -672,6 +682,11 @@ func (b *sizeBench) startSQLiteTargets(ctx context.Context, bins []binary, balan
 		b.targets = append(b.targets, target{name: balancedName, url: bal.url,
 			parts: []part{processPart("balancer", bal), processPart("ceiling", ceil)}})
 	}
+	if len(b.run.o.only) == 0 || slices.Contains(b.run.o.only, "create") {
+		if err := b.startDurable(ctx); err != nil {
+			return err
+		}
+	}
 	for i, bn := range bins {
 		t := target{name: bn.name, url: procs[i].url, parts: []part{processPart("service", procs[i])}}
 		if bn.name == "service" {
@@ -681,6 +696,28 @@ func (b *sizeBench) startSQLiteTargets(ctx context.Context, bins []binary, balan
 		b.rss[bn.name] = procs[i : i+1]
 	}
 	return nil
+}
+
+// startDurable starts durable bare on a fresh SQLite file in the run's
+// directory, one for each size, and adds its target.
+func (b *sizeBench) startDurable(ctx context.Context) error {
+	db := filepath.Join(b.run.dir, fmt.Sprintf("durable-%d.db", b.n))
+	p, err := startProcess(serverCommand(ctx, b.run.self, "durable", "127.0.0.1:0", db), "ceiling listening on ")
+	if err != nil {
+		return fmt.Errorf("start durable bare: %w", err)
+	}
+	b.started = append(b.started, p)
+	b.targets = append(b.targets, target{name: durableName, url: p.url, parts: []part{processPart("durable bare", p)}})
+	return nil
+}
+
+// targetsOf are the targets scenario sc loads, in their order: all but
+// durable bare, which only create loads.
+func (b *sizeBench) targetsOf(sc string) []target {
+	if sc == "create" {
+		return b.targets
+	}
+	return slices.DeleteFunc(slices.Clone(b.targets), func(t target) bool { return t.name == durableName })
 }
 
 // startPostgresTargets starts the service on PostgreSQL as 1 replica on
@@ -723,26 +760,27 @@ func (b *sizeBench) startPostgresTargets(ctx context.Context, pg *pgDatabases) e
 	return nil
 }
 
-// runScenario runs scenario sc on every target: a short warm-up of each,
+// runScenario runs scenario sc on every target it loads: a short warm-up of each,
 // not counted, the rounds, and with -profile one more profiled run of each
 // service target.
 func (b *sizeBench) runScenario(ctx context.Context, sc string) (scenarioResult, error) {
 	o := b.run.o
 	s := scenarioResult{name: sc, runs: map[string][]wrkResult{}}
-	for _, t := range b.targets {
+	targets := b.targetsOf(sc)
+	for _, t := range targets {
 		if _, err := runWrk(ctx, o, b.run.dir, sc, t.url, b.n, time.Second); err != nil {
 			return s, err
 		}
 	}
 	for range o.rounds {
-		for _, t := range b.targets {
+		for _, t := range targets {
 			r, err := b.load(ctx, sc, t)
 			if err != nil {
 				return s, err
 			}
 			s.runs[t.name] = append(s.runs[t.name], r)
 		}
-		progress(os.Stderr, b.n, s, b.targets)
+		progress(os.Stderr, b.n, s, targets)
 	}
 	if o.profile != "" {
 		if err := b.profile(ctx, &s); err != nil {

@@ -48,10 +48,12 @@ func printReport(w io.Writer, o options, results []sizeResult) {
 	defer printProfiles(w, o, results)
 	if o.postgres {
 		printPostgresReport(w, o, results)
+		printAgainstDurable(w, results)
 		printScrapes(w, o, results)
 		return
 	}
 	perSize := printRatios(w, o, results)
+	printAgainstDurable(w, results)
 	if len(results) >= 2 {
 		printScale(w, results, perSize)
 	}
@@ -91,6 +93,52 @@ func printRatios(w io.Writer, o options, results []sizeResult) map[string][]floa
 		fmt.Fprintln(w)
 	}
 	return perSize
+}
+
+// printAgainstDurable writes the table of the create scenario of each size
+// against durable bare: its figures, then each server's under load (the
+// baseline, the service, on PostgreSQL with -postgres) with its ratio to
+// durable bare beside its ratio to the ceiling, and the CPU per request of
+// each. Nothing when no create scenario loaded durable bare.
+func printAgainstDurable(w io.Writer, results []sizeResult) {
+	header := false
+	for _, r := range results {
+		for _, s := range r.scenarios {
+			durable := s.runs[durableName]
+			if s.name != "create" || len(durable) == 0 {
+				continue
+			}
+			if !header {
+				header = true
+				fmt.Fprintln(w, "create against durable bare (`bench durable`: net/http and SQLite in WAL with synchronous=FULL, creates group-committed, one row each and nothing else, on a fresh file: the least a durable create costs), loaded in the same rounds. Ratios are medians of the per-round ratios of req/s (lowest and highest in brackets); CPU per request is each server's processes' (/proc/PID/stat, 10 ms ticks), and its ratio the server's over durable bare's.")
+				fmt.Fprintln(w)
+				fmt.Fprintln(w, "| pets | server | req/s | p50 / p99 | ratio to the ceiling | ratio to durable bare | target | CPU per request | its ratio to durable bare's |")
+				fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---|---:|---:|")
+			}
+			ceiling := s.runs[ceilingName]
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %.2f | | | %.0f µs | |\n", r.pets, durableName,
+				medianOf(durable, wrkResult.rps), latency(durable), median(rpsRatios(durable, ceiling), identity), medianOf(durable, wrkResult.cpuPerRequest))
+			for _, name := range []string{baselineName, serviceName, pg1Name, pg2Name} {
+				if rs := s.runs[name]; len(rs) > 0 {
+					fmt.Fprintln(w, durableRow(r.pets, name, rs, ceiling, durable))
+				}
+			}
+		}
+	}
+	if header {
+		fmt.Fprintln(w)
+	}
+}
+
+// durableRow is the row of the server name in create on pets pets, whose
+// runs are rs, against the ceiling's and durable bare's runs of the same
+// rounds.
+func durableRow(pets int64, name string, rs, ceiling, durable []wrkResult) string {
+	r := rpsRatios(rs, durable)
+	return fmt.Sprintf("| %d | %s | %.0f | %s | %.2f | **%s** | >= %.2f: %s | %.0f µs | %.2f |",
+		pets, name, medianOf(rs, wrkResult.rps), latency(rs), median(rpsRatios(rs, ceiling), identity),
+		ratioRange(r), durableTarget, met(median(r, identity), durableTarget),
+		medianOf(rs, wrkResult.cpuPerRequest), medianOf(rs, wrkResult.cpuPerRequest)/medianOf(durable, wrkResult.cpuPerRequest))
 }
 
 // printServiceRow writes the row of scenario s on pets pets without a
