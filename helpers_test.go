@@ -217,8 +217,8 @@ func TestMain(m *testing.M) {
 		notePartTime("the main run", time.Since(start), processCPU())
 	}
 	if code == 0 && firstRun && !benchmarks {
-		// The two runs side by side: each has fewer tests than cores' worth
-		// of waiting.
+		// The runs on PostgreSQL and over HTTPS, side by side, each two
+		// tests at a time (see sideRunArgs).
 		waitOverTLS := startOverTLS()
 		code = max(runOnPostgres(), waitOverTLS())
 	}
@@ -259,7 +259,7 @@ func runMoreTestsAtOnce() {
 }
 
 // startPart starts cmd, a run of this test binary for a part of the suite
-// (named what), beside the main run. Its output is kept until wait, which
+// (named what), beside another. Its output is kept until wait, which
 // waits for it, prints its output whole (the runs' lines never interleave),
 // records its time, and returns 1 when it failed.
 func startPart(cmd *exec.Cmd, what string) (wait func() int) {
