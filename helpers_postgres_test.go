@@ -262,9 +262,9 @@ func runOnPostgres() int {
 
 // sideRunTestsAtOnce is how many tests each of the runs after the main one
 // (on PostgreSQL, over HTTPS) runs at once, unless -parallel says
-// otherwise: the two run side by side, and their tests that load a
-// service to its bounds (the hostile tests, a thousand-pet commit) hold
-// those bounds' timing only with the machine's cores not shared much more.
+// otherwise: their tests that load a service to its bounds (the hostile
+// tests, a thousand-pet commit) hold those bounds' timing only with the
+// machine's cores not shared much more.
 const sideRunTestsAtOnce = 2
 
 // sideRunArgs are the arguments of a run of this test binary after the

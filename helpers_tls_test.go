@@ -76,7 +76,7 @@ func testsOfFiles(files []string) map[string]bool {
 
 // startOverTLS starts the run of the tests of overTLSFiles (those that
 // -run and -skip choose) over HTTPS and HTTP/2, in a test binary of its
-// own, beside the PostgreSQL run. wait waits for it, prints its output, and
+// own, after the PostgreSQL run. wait waits for it, prints its output, and
 // returns 1 when it failed.
 func startOverTLS() (wait func() int) {
 	names := slices.DeleteFunc(slices.Sorted(maps.Keys(testsOfFiles(overTLSFiles))), func(name string) bool { return !chosenOnTheCommandLine(name) })
