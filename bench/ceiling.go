@@ -51,22 +51,33 @@ func runCeiling(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux}
-	scheme := "http"
+	srv, scheme, err := bareServer(mux, h2c, args[2:])
+	if err != nil {
+		return err
+	}
+	return serveCeiling(srv, ln, scheme)
+}
+
+// bareServer is the server of the ceiling and of durable bare: h over
+// plain HTTP/1.1, with h2c too when h2c, or over TLS when certKey names a
+// certificate and its key (the service's TLS settings: TLS 1.2 and 1.3,
+// HTTP/2 by ALPN). It returns the server and its URL scheme.
+func bareServer(h http.Handler, h2c bool, certKey []string) (*http.Server, string, error) {
+	srv := &http.Server{Handler: h}
 	if h2c {
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
 		srv.Protocols.SetUnencryptedHTTP2(true)
 	}
-	if len(args) == 4 {
-		cert, err := tls.LoadX509KeyPair(args[2], args[3])
-		if err != nil {
-			return fmt.Errorf("load the certificate: %w", err)
-		}
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
-		scheme = "https"
+	if len(certKey) != 2 {
+		return srv, "http", nil
 	}
-	return serveCeiling(srv, ln, scheme)
+	cert, err := tls.LoadX509KeyPair(certKey[0], certKey[1])
+	if err != nil {
+		return nil, "", fmt.Errorf("load the certificate: %w", err)
+	}
+	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	return srv, "https", nil
 }
 
 // ceilingBodies are the ceiling's answers, encoded once.

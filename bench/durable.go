@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -61,20 +60,9 @@ func runDurable(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: durableMux(creates)}
-	scheme := "http"
-	if h2c {
-		srv.Protocols = new(http.Protocols)
-		srv.Protocols.SetHTTP1(true)
-		srv.Protocols.SetUnencryptedHTTP2(true)
-	}
-	if len(args) == 4 {
-		cert, err := tls.LoadX509KeyPair(args[2], args[3])
-		if err != nil {
-			return fmt.Errorf("load the certificate: %w", err)
-		}
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
-		scheme = "https"
+	srv, scheme, err := bareServer(durableMux(creates), h2c, args[2:])
+	if err != nil {
+		return err
 	}
 	return serveCeiling(srv, ln, scheme)
 }
