@@ -909,16 +909,20 @@ func TestWebhookSettings(t *testing.T) {
 		if res := doRequest(t, rs.URL, "POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q}`, rc.srv.URL), nil); res.Status != http.StatusCreated {
 			t.Fatalf("create: %d %s", res.Status, res.Body)
 		}
-		doRequest(t, rs.URL, "POST", "/v1/pets", `{"name": "Rex", "categoryId": 1}`, nil)
+		if res := doRequest(t, rs.URL, "POST", "/v1/pets", `{"name": "Rex", "categoryId": 1}`, nil); res.Status != http.StatusCreated {
+			t.Fatalf("create pet: %d %s", res.Status, res.Body)
+		}
+		// A scrape reads each metric at its own moment, so the three
+		// lines agree only once the delivery is recorded: wait for all.
+		want := []string{"petstore_webhook_oldest_undelivered_seconds{subscription=\"1\"} 0\n",
+			"petstore_webhook_deliveries_total{result=\"delivered\"} 1\n", "petstore_webhook_attempts_in_flight 0\n"}
 		var metrics string
 		eventually(t, "the delivery recorded", func() bool {
 			metrics = string(doRequest(t, rs.URL, "GET", "/metrics", "", nil).Body)
-			return strings.Contains(metrics, "petstore_webhook_oldest_undelivered_seconds{subscription=\"1\"} 0\n")
+			return strings.Contains(metrics, want[0]) && strings.Contains(metrics, want[1]) && strings.Contains(metrics, want[2])
 		})
-		for _, want := range []string{`petstore_webhook_deliveries_total{result="delivered"} 1`, "petstore_webhook_attempts_in_flight 0"} {
-			if !strings.Contains(metrics, want) {
-				t.Errorf("/metrics lacks %q", want)
-			}
+		if got := linesWith(metrics, "petstore_webhook_deliveries_total{"); got != want[1] || len(rc.requests()) != 1 {
+			t.Errorf("deliveries: %q, the receiver got %d requests; want one delivery", got, len(rc.requests()))
 		}
 		if err := rs.stop(t); err != nil {
 			t.Errorf("run returned %v", err)
@@ -1238,4 +1242,15 @@ func TestWebhooksNeverReachTheProfilesListener(t *testing.T) {
 	if d := attempts[len(attempts)-1]; d.StatusCode != nil || d.Error == nil || !strings.Contains(*d.Error, "own listener") {
 		t.Errorf("first attempt = %+v, want refused as the service's own listener", d)
 	}
+}
+
+// linesWith is the lines of text that contain s, for a failure message.
+func linesWith(text, s string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.Contains(line, s) {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
