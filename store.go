@@ -281,6 +281,21 @@ func (s *store) prepare(ctx context.Context) error {
 	return nil
 }
 
+// prepareWantedValues prepares the statements of many rows that the last
+// batch needed (see valuesInsert). Only the writer calls it, between
+// batches; Close reads what it added once the writer has stopped.
+func (s *store) prepareWantedValues() {
+	for _, v := range []interface {
+		prepareWanted(context.Context, dialect) ([]*sql.Stmt, error)
+	}{&s.petStmts.insertRows, &s.eventStmts.insertRows} {
+		stmts, err := v.prepareWanted(context.Background(), s.dialect)
+		s.prepared = append(s.prepared, stmts...)
+		if err != nil {
+			s.failed("prepare a statement of many rows", err)
+		}
+	}
+}
+
 // Close stops the writer (a batch in progress finishes first; writes asked
 // for afterwards fail with errStoreClosed), empties the response caches and
 // closes both pools; the WAL is

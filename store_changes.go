@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -45,6 +46,12 @@ func (rv *rowValues) statements(db *sql.DB, head string, cols int, tail string) 
 		out[i].dst = funnelStmt{out[i].dst.(**sql.Stmt)}
 	}
 	return out
+}
+
+// prepareWanted prepares the statements that batches needed, as
+// valuesInsert.prepareWanted does.
+func (rv *rowValues) prepareWanted(ctx context.Context, d dialect) ([]*sql.Stmt, error) {
+	return rv.values.prepareWanted(ctx, d)
 }
 
 // place puts stmt where st says. A statement that writes a resource's table
@@ -244,7 +251,7 @@ func stageOf[S rowStage](tx *txn, res resource, newStage func() S) S {
 // insertStaged runs values, the statement that inserts a stage's rows,
 // with args, the rows stageRow recorded when they were staged, and returns
 // how many it inserted.
-func (tx *txn) insertStaged(values rowValues, args []any) (int64, error) {
+func (tx *txn) insertStaged(values *rowValues, args []any) (int64, error) {
 	return values.values.exec(tx, args)
 }
 

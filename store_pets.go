@@ -259,7 +259,7 @@ func (ps *petStage) write(tx *txn) error {
 	for _, p := range staged {
 		args = append(args, p.ID, p.Name, p.CategoryID, p.Status)
 	}
-	n, err := tx.insertStaged(tx.st.petStmts.insertRows, args)
+	n, err := tx.insertStaged(&tx.st.petStmts.insertRows, args)
 	if err != nil {
 		return tx.st.failedWrite("insert pets", err)
 	}

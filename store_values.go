@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"math/bits"
 	"strings"
@@ -19,35 +20,81 @@ import (
 // digits, largest first (37 rows: 32, 4 and 1); more than 256 rows (a
 // batch's events can outnumber its jobs) take the largest as many times as
 // it fits first.
+//
+// Only the one-row statement is prepared with the store. A larger one is
+// prepared once a batch has needed it (see prepareWanted): until then that
+// batch runs the largest prepared size as many times as it takes. Parsing
+// all nine up front (511 rows of 4 values, twice: the pets' and the events')
+// was three quarters of the time a store took to open, and a store that
+// never writes more than a few rows at once never needs them.
 type valuesInsert struct {
-	cols  int
-	stmts [9]*sql.Stmt // stmts[k] inserts 1<<k rows
+	cols    int
+	db      *sql.DB
+	queries [9]string
+	stmts   [9]*sql.Stmt // stmts[k] inserts 1<<k rows, once prepared
+	wanted  [9]bool      // a batch needed stmts[k] before it was prepared
 }
 
 // statements declares the statements for prepare: head is the INSERT up to
-// VALUES, tail what follows the rows (a RETURNING clause, or nothing).
+// VALUES, tail what follows the rows (a RETURNING clause, or nothing). Only
+// the one-row statement is declared; the others wait for prepareWanted.
 func (v *valuesInsert) statements(db *sql.DB, head string, cols int, tail string) []statement {
-	v.cols = cols
+	v.cols, v.db = cols, db
 	row := "(" + strings.Repeat("?, ", cols-1) + "?)"
-	out := make([]statement, len(v.stmts))
-	for k := range v.stmts {
-		out[k] = statement{db, &v.stmts[k], head + " VALUES " + strings.Repeat(row+", ", 1<<k-1) + row + tail}
+	for k := range v.queries {
+		v.queries[k] = head + " VALUES " + strings.Repeat(row+", ", 1<<k-1) + row + tail
 	}
-	return out
+	return []statement{{db, &v.stmts[0], v.queries[0]}}
 }
 
 // each runs fn with the statement for each chunk of the rows in args (cols
-// values per row), in the rows' order, and the chunk's values.
+// values per row), in the rows' order, and the chunk's values. A chunk whose
+// statement is not prepared yet is asked for, and runs meanwhile as the
+// largest prepared ones that fit. It runs in the writer's goroutine, as
+// prepareWanted does.
 func (v *valuesInsert) each(args []any, fn func(stmt *sql.Stmt, args []any) error) error {
 	for len(args) > 0 {
 		k := min(bits.Len(uint(len(args)/v.cols))-1, len(v.stmts)-1)
-		n := (1 << k) * v.cols
-		if err := fn(v.stmts[k], args[:n]); err != nil {
-			return err
+		chunk := args[:(1<<k)*v.cols]
+		args = args[len(chunk):]
+		if v.stmts[k] == nil {
+			v.wanted[k] = true
 		}
-		args = args[n:]
+		for len(chunk) > 0 {
+			j := bits.Len(uint(len(chunk)/v.cols)) - 1
+			for v.stmts[j] == nil {
+				j-- // the one-row statement is always there
+			}
+			n := (1 << j) * v.cols
+			if err := fn(v.stmts[j], chunk[:n]); err != nil {
+				return err
+			}
+			chunk = chunk[n:]
+		}
 	}
 	return nil
+}
+
+// prepareWanted prepares the statements that batches needed and did not
+// have, and returns them, for the store to close. The writer calls it
+// between batches: the writer pool's one connection is then free, where
+// inside a batch's transaction a prepare on the pool would wait for it
+// forever. A statement that fails to prepare is asked for again by the next
+// batch that needs it, which runs smaller ones meanwhile.
+func (v *valuesInsert) prepareWanted(ctx context.Context, d dialect) ([]*sql.Stmt, error) {
+	var prepared []*sql.Stmt
+	for k, wanted := range v.wanted {
+		if !wanted || v.stmts[k] != nil {
+			continue
+		}
+		stmt, err := v.db.PrepareContext(ctx, d.sql(v.queries[k]))
+		if err != nil {
+			return prepared, err
+		}
+		v.stmts[k], v.wanted[k] = stmt, false
+		prepared = append(prepared, stmt)
+	}
+	return prepared, nil
 }
 
 // exec inserts the rows of args and returns how many rows were inserted.

@@ -233,6 +233,7 @@ func (s *store) writeLoop() {
 		}
 		batch = s.collect(batch, expect)
 		expect = s.runBatch(batch)
+		s.prepareWantedValues()
 		if s.replica != nil && s.replica.settings.sync {
 			// A new slice for the next batch: the replicator answers
 			// this one's jobs once their commit is in the replica.
