@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,16 +62,23 @@ func TestReferencePageInABrowser(t *testing.T) {
 	}
 
 	if !t.Run("each operation shows its parameters, body, statuses, error codes and deprecation", func(t *testing.T) {
-		// Every operation starts folded; unfold them all.
-		// One at a time, each waited for before the next: unfolding all
-		// of them at once has the page render them all together, which on
-		// a loaded 2-core machine outlasted the test's bound.
+		// Every operation starts folded. Each is unfolded, read, and
+		// folded again before the next: with all of them unfolded, every
+		// click laid out the whole grown page again (each took longer than
+		// the one before, and the browser used a minute of CPU), and
+		// unfolding all at once outlasted the test's bound on a loaded
+		// 2-core machine.
+		var got []shownOperation
 		for _, id := range evaluate(t, tab, "list the operations", chromedp.Evaluate[[]string](
 			`[...document.querySelectorAll('.opblock')].map(o => o.id)`)) {
-			tab.do(t, "unfold "+id, chromedp.Click(chromedp.CSS("#"+id+" .opblock-summary-control")))
-			tab.poll(t, id+" unfolded", fmt.Sprintf(`document.querySelector(%q)?.querySelector('table.responses-table tr.response') != null`, "#"+id))
+			sel := "#" + id
+			tab.do(t, "unfold "+id, chromedp.Click(chromedp.CSS(sel+" .opblock-summary-control")))
+			tab.poll(t, id+" unfolded", fmt.Sprintf(`document.querySelector(%q)?.querySelector('table.responses-table tr.response') != null`, sel))
+			got = append(got, shownOperations(t, tab, sel, want)...)
+			tab.do(t, "fold "+id, chromedp.Click(chromedp.CSS(sel+" .opblock-summary-control")))
+			tab.poll(t, id+" folded", fmt.Sprintf(`document.querySelector(%q)?.querySelector('table.responses-table') == null`, sel))
 		}
-		got := shownOperations(t, tab, want)
+		sortOperations(got)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("the reference shows the document's operations wrong (-document +page):\n%s", diff)
 		}
@@ -301,9 +309,10 @@ func sortOperations(ops []shownOperation) {
 	})
 }
 
-// shownOperations reads the unfolded operations off the page. For each
-// status it keeps the error codes of want that the status's row shows.
-func shownOperations(t *testing.T, tab *browserTab, want []shownOperation) []shownOperation {
+// shownOperations reads the operations that sel finds off the page, unfolded.
+// For each status it keeps the error codes of want that the status's row
+// shows.
+func shownOperations(t *testing.T, tab *browserTab, sel string, want []shownOperation) []shownOperation {
 	t.Helper()
 	type rendered struct {
 		Method, Path, OperationID string
@@ -311,7 +320,7 @@ func shownOperations(t *testing.T, tab *browserTab, want []shownOperation) []sho
 		Parameters                []string
 		Responses                 map[string]string // status: the row's text
 	}
-	page := evaluate(t, tab, "read the operations", chromedp.Evaluate[[]rendered](`[...document.querySelectorAll('.opblock')].map(o => ({
+	page := evaluate(t, tab, "read the operations", chromedp.Evaluate[[]rendered](`[...document.querySelectorAll(`+strconv.Quote(sel)+`)].map(o => ({
 		Method: o.querySelector('.opblock-summary-method').textContent,
 		Path: o.querySelector('.opblock-summary [data-path]').dataset.path,
 		OperationID: o.querySelector('.opblock-summary-operation-id')?.textContent ?? '',
@@ -342,7 +351,6 @@ func shownOperations(t *testing.T, tab *browserTab, want []shownOperation) []sho
 		}
 		got = append(got, o)
 	}
-	sortOperations(got)
 	return got
 }
 

@@ -50,7 +50,8 @@ func (c contractTools) run(t *testing.T, dir, name string, args ...string) (stdo
 // a live test that then runs against the binary. Each tool that sends
 // requests gets a binary of its own over a fresh database, holding the pets
 // of listPets' example: the examples tell one story, which each tool
-// replays from its start.
+// replays from its start. So the tools run side by side, each in a
+// parallel subtest: one after the other they took a minute of the run.
 func TestContractTools(t *testing.T) {
 	t.Parallel()
 	dir, err := filepath.Abs("contract")
@@ -114,6 +115,7 @@ func TestContractTools(t *testing.T) {
 	}
 
 	t.Run("Redocly lint, recommended rules: no error, no warning", func(t *testing.T) {
+		t.Parallel()
 		stdout, stderr, err := tools.run(t, work, "redocly", "lint", "--config", filepath.Join(dir, "redocly.yaml"), "--format=json", repoDocument)
 		var report struct {
 			Totals   struct{ Errors, Warnings, Ignored int }
@@ -134,6 +136,7 @@ func TestContractTools(t *testing.T) {
 	})
 
 	t.Run("Spectral lint, spectral:oas: no problem at all", func(t *testing.T) {
+		t.Parallel()
 		results := filepath.Join(t.TempDir(), "spectral.json")
 		_, stderr, err := tools.run(t, work, "spectral", "lint", "--ruleset", filepath.Join(dir, "spectral.yaml"),
 			"--format", "json", "--output", results, "--fail-severity", "hint", repoDocument)
@@ -153,6 +156,7 @@ func TestContractTools(t *testing.T) {
 	})
 
 	t.Run("Dredd: every 2xx example request gets an answer that matches the document", func(t *testing.T) {
+		t.Parallel()
 		url := start(t, true)
 		stdout, stderr, err := tools.run(t, work, "dredd", document, url+"/v1",
 			"--hookfiles", filepath.Join(dir, "dredd-hooks.js"),
@@ -198,6 +202,7 @@ func TestContractTools(t *testing.T) {
 	})
 
 	t.Run("Portman's collection, run by newman: 100% of assertions pass, with the 401, 400 and 404 variations", func(t *testing.T) {
+		t.Parallel()
 		url := start(t, true)
 		// Portman writes its working files into the current directory.
 		run := t.TempDir()
@@ -229,6 +234,7 @@ func TestContractTools(t *testing.T) {
 	})
 
 	t.Run("openapi-typescript's types compile with tsc, and a live test typed by them passes", func(t *testing.T) {
+		t.Parallel()
 		url := start(t, false)
 		build := t.TempDir()
 		for _, name := range []string{"live.mts", "tsconfig.json"} {

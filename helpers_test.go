@@ -217,10 +217,10 @@ func TestMain(m *testing.M) {
 		notePartTime("the main run", time.Since(start), processCPU())
 	}
 	if code == 0 && firstRun && !benchmarks {
-		// The runs on PostgreSQL and over HTTPS one after the other, each
-		// two tests at a time (see sideRunArgs): side by side, the HTTPS
-		// run's hostile tests (2,250 streams opened against the body
-		// budget within the read timeout) did not hold their timing.
+		// The runs on PostgreSQL and over HTTPS one after the other (see
+		// tlsTestsAtOnce): side by side, the HTTPS run's hostile tests
+		// (2,250 streams opened against the body budget within the read
+		// timeout) did not hold their timing.
 		code = runOnPostgres()
 		if code == 0 {
 			code = startOverTLS()()

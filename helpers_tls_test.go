@@ -83,7 +83,7 @@ func startOverTLS() (wait func() int) {
 	if len(names) == 0 {
 		return func() int { return 0 }
 	}
-	cmd := exec.Command(os.Args[0], sideRunArgs(names)...)
+	cmd := exec.Command(os.Args[0], sideRunArgs(names, tlsTestsAtOnce)...)
 	cmd.Env = append(os.Environ(), tlsVariable+"=1")
 	return startPart(cmd, fmt.Sprintf("the run over HTTPS and HTTP/2 of %d tests", len(names)))
 }
