@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,21 +62,13 @@ func TestReferencePageInABrowser(t *testing.T) {
 
 	if !t.Run("each operation shows its parameters, body, statuses, error codes and deprecation", func(t *testing.T) {
 		// Every operation starts folded. Each is unfolded, read, and
-		// folded again before the next: with all of them unfolded, every
-		// click laid out the whole grown page again (each took longer than
-		// the one before, and the browser used a minute of CPU), and
-		// unfolding all at once outlasted the test's bound on a loaded
-		// 2-core machine.
-		var got []shownOperation
-		for _, id := range evaluate(t, tab, "list the operations", chromedp.Evaluate[[]string](
-			`[...document.querySelectorAll('.opblock')].map(o => o.id)`)) {
-			sel := "#" + id
-			tab.do(t, "unfold "+id, chromedp.Click(chromedp.CSS(sel+" .opblock-summary-control")))
-			tab.poll(t, id+" unfolded", fmt.Sprintf(`document.querySelector(%q)?.querySelector('table.responses-table tr.response') != null`, sel))
-			got = append(got, shownOperations(t, tab, sel, want)...)
-			tab.do(t, "fold "+id, chromedp.Click(chromedp.CSS(sel+" .opblock-summary-control")))
-			tab.poll(t, id+" folded", fmt.Sprintf(`document.querySelector(%q)?.querySelector('table.responses-table') == null`, sel))
-		}
+		// folded again before the next, by one script in the page: with
+		// all of them unfolded, every click laid out the whole grown page
+		// again (each took longer than the one before, and the browser
+		// used a minute of CPU); unfolding all at once outlasted the
+		// test's bound on a loaded 2-core machine; and a round trip to
+		// the browser for each click, wait and read took a minute there.
+		got := shownOperations(t, tab, want)
 		sortOperations(got)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("the reference shows the document's operations wrong (-document +page):\n%s", diff)
@@ -309,18 +300,18 @@ func sortOperations(ops []shownOperation) {
 	})
 }
 
-// shownOperations reads the operations that sel finds off the page, unfolded.
-// For each status it keeps the error codes of want that the status's row
-// shows.
-func shownOperations(t *testing.T, tab *browserTab, sel string, want []shownOperation) []shownOperation {
-	t.Helper()
-	type rendered struct {
-		Method, Path, OperationID string
-		Deprecated, RequestBody   bool
-		Parameters                []string
-		Responses                 map[string]string // status: the row's text
-	}
-	page := evaluate(t, tab, "read the operations", chromedp.Evaluate[[]rendered](`[...document.querySelectorAll(`+strconv.Quote(sel)+`)].map(o => ({
+// unfoldEach is the script that unfolds each operation of the page in turn,
+// as a click on its summary does, reads it once it shows its responses, and
+// folds it again. A step that the page does not show within a minute fails
+// the script, naming the operation.
+const unfoldEach = `(async () => {
+	const shown = async (what, cond) => {
+		for (const end = Date.now() + 60000; !cond(); ) {
+			if (Date.now() > end) throw new Error(what + ' did not show within a minute');
+			await new Promise(r => setTimeout(r, 10));
+		}
+	};
+	const read = o => ({
 		Method: o.querySelector('.opblock-summary-method').textContent,
 		Path: o.querySelector('.opblock-summary [data-path]').dataset.path,
 		OperationID: o.querySelector('.opblock-summary-operation-id')?.textContent ?? '',
@@ -329,7 +320,31 @@ func shownOperations(t *testing.T, tab *browserTab, sel string, want []shownOper
 		Parameters: [...o.querySelectorAll('tr[data-param-name]')].map(p => p.dataset.paramIn + ' ' + p.dataset.paramName),
 		Responses: Object.fromEntries([...o.querySelectorAll('table.responses-table:not(.live-responses-table) > tbody > tr.response')]
 			.map(r => [r.dataset.code, r.innerText])),
-	}))`))
+	});
+	const out = [];
+	for (const id of [...document.querySelectorAll('.opblock')].map(o => o.id)) {
+		const op = () => document.getElementById(id);
+		op().querySelector('.opblock-summary-control').click();
+		await shown(id + ' unfolded', () => op().querySelector('table.responses-table tr.response') !== null);
+		out.push(read(op()));
+		op().querySelector('.opblock-summary-control').click();
+		await shown(id + ' folded', () => op().querySelector('table.responses-table') === null);
+	}
+	return out;
+})()`
+
+// shownOperations unfolds, reads and folds each operation of the page
+// (unfoldEach). For each status it keeps the error codes of want that the
+// status's row shows.
+func shownOperations(t *testing.T, tab *browserTab, want []shownOperation) []shownOperation {
+	t.Helper()
+	type rendered struct {
+		Method, Path, OperationID string
+		Deprecated, RequestBody   bool
+		Parameters                []string
+		Responses                 map[string]string // status: the row's text
+	}
+	page := evaluate(t, tab, "unfold and read each operation", chromedp.Evaluate[[]rendered](unfoldEach, chromedp.EvalAwaitPromise))
 	documented := map[string][]string{} // "status operationId" to codes
 	for _, o := range want {
 		for status, codes := range o.Responses {
