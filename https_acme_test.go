@@ -30,24 +30,41 @@ import (
 // testDomain is the name the tests order certificates for.
 const testDomain = "petstore.test"
 
-// acmeTools are Pebble and its DNS server, built once per test binary.
+// acmeTools are Pebble and its DNS server, built once per test binary (in
+// dir, which TestMain removes) and handed to the runs in a network
+// namespace (acmeToolsVariable).
 var acmeTools struct {
 	once                 sync.Once
+	dir                  string // made by this process; "" when handed down
 	pebble, challtestsrv string
 	certs                string // Pebble's test certificates (its own HTTPS)
 	err                  error
 }
+
+// acmeToolsVariable and acmeCertsVariable pass the ACME tools built outside
+// a network namespace to the run inside it: the directory of the two
+// programs, and that of Pebble's certificates.
+const (
+	acmeToolsVariable = "PETSTORE_TEST_ACME_TOOLS"
+	acmeCertsVariable = "PETSTORE_TEST_ACME_CERTS"
+)
 
 // buildACMETools builds Pebble and pebble-challtestsrv, the versions
 // go.mod's tool lines pin.
 func buildACMETools(t *testing.T) {
 	t.Helper()
 	acmeTools.once.Do(func() {
+		if dir := os.Getenv(acmeToolsVariable); dir != "" {
+			acmeTools.pebble, acmeTools.challtestsrv = filepath.Join(dir, "pebble"), filepath.Join(dir, "pebble-challtestsrv")
+			acmeTools.certs = os.Getenv(acmeCertsVariable)
+			return
+		}
 		dir, err := os.MkdirTemp("", "petstore-acme-tools-")
 		if err != nil {
 			acmeTools.err = err
 			return
 		}
+		acmeTools.dir = dir
 		for _, tool := range []struct {
 			pkg string
 			dst *string
@@ -85,9 +102,11 @@ const netnsVariable = "PETSTORE_TEST_NETNS"
 func inALoopbackNetwork(t *testing.T) bool {
 	t.Helper()
 	return inALoopbackNetworkFor(t, "the ACME tests", func() []string {
-		buildACMETools(t) // outside: building fetches modules through the proxy
-		buildBinary(t)    // likewise, for the tests that run the binary
-		return nil
+		// Built outside (building fetches modules through the proxy), once
+		// for every test that runs inside.
+		buildACMETools(t)
+		return []string{acmeToolsVariable + "=" + filepath.Dir(acmeTools.pebble), acmeCertsVariable + "=" + acmeTools.certs,
+			binaryVariable + "=" + buildBinary(t)}
 	})
 }
 
