@@ -237,27 +237,29 @@ func emptyDatabase(u string) error {
 	return nil
 }
 
-// runOnPostgres runs the tests that rerunOnPostgres recorded again, in a
-// second run of this test binary, on PostgreSQL, and returns its exit code.
-func runOnPostgres() int {
+// startOnPostgres starts the tests that rerunOnPostgres recorded again, in
+// a second run of this test binary, on PostgreSQL; wait waits for it and
+// returns 1 when it failed (see startPart).
+func startOnPostgres() (wait func() int) {
 	onPostgres.mu.Lock()
 	names := slices.Sorted(maps.Keys(onPostgres.names))
 	onPostgres.mu.Unlock()
 	if len(names) == 0 {
-		return 0
+		return func() int { return 0 }
 	}
 	url, err := sharedPostgres()
 	if err != nil {
 		if os.Getenv(ciVariable) != "" {
 			fmt.Fprintf(os.Stderr, "the PostgreSQL half of the suite cannot run: %v; %s=1 means every part must run (%s)\n", err, ciVariable, enablePostgres)
-			return 1
+			return func() int { return 1 }
 		}
 		noteSkipped(fmt.Sprintf("skipped %s (%v); to run it: %s", postgresPart, err, enablePostgres))
-		return 0
+		return func() int { return 0 }
 	}
 	cmd := exec.Command(os.Args[0], sideRunArgs(names, postgresTestsAtOnce)...)
 	cmd.Env = append(os.Environ(), backendVariable+"=postgres", pgURLVariable+"="+url)
-	return startPart(cmd, fmt.Sprintf("the PostgreSQL run of %d tests", len(names)))()
+	cmd.Env = append(cmd.Env, builtBinaryEnv()...)
+	return startPart(cmd, fmt.Sprintf("the PostgreSQL run of %d tests", len(names)))
 }
 
 // How many tests each of the runs after the main one runs at once, unless
@@ -319,7 +321,7 @@ func inAProcessOfItsOwn(t *testing.T) bool {
 	if os.Getenv(aloneVariable) == t.Name() {
 		return true
 	}
-	// As in runOnPostgres: the files are this run's, and the new run
+	// As in startOnPostgres: the files are this run's, and the new run
 	// chooses its test.
 	args := argsWithout("test.testlogfile", "test.coverprofile", "test.gocoverdir", "test.run", "test.skip", "test.count", "test.cpuprofile", "test.memprofile", "test.trace")
 	args = append(args, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")

@@ -29,7 +29,8 @@ const replicaVariable = "PETSTORE_TEST_REPLICA"
 var testReplica = os.Getenv(replicaVariable) != ""
 
 // binaryVariable passes the service built outside a network namespace to
-// a run inside it, which cannot fetch what a build needs.
+// a run inside it, which cannot fetch what a build needs, and the main
+// run's build to the runs after it (builtBinaryEnv).
 const binaryVariable = "PETSTORE_TEST_BINARY"
 
 // overReplicaTests are the tests the run over a replica runs: the crash

@@ -232,6 +232,17 @@ func buildBinary(t *testing.T) string {
 	return testBinary.path
 }
 
+// builtBinaryEnv is the environment that hands the service this run built
+// to a run of the test binary it starts after its own tests (the runs on
+// PostgreSQL and over HTTPS), which would otherwise build it again: none
+// when it was not built.
+func builtBinaryEnv() []string {
+	if testBinary.path == "" || testBinary.err != nil {
+		return nil
+	}
+	return []string{binaryVariable + "=" + testBinary.path}
+}
+
 // process is the real binary, started by startBinary.
 type process struct {
 	Cmd    *exec.Cmd

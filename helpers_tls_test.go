@@ -84,7 +84,7 @@ func startOverTLS() (wait func() int) {
 		return func() int { return 0 }
 	}
 	cmd := exec.Command(os.Args[0], sideRunArgs(names, tlsTestsAtOnce)...)
-	cmd.Env = append(os.Environ(), tlsVariable+"=1")
+	cmd.Env = append(append(os.Environ(), tlsVariable+"=1"), builtBinaryEnv()...)
 	return startPart(cmd, fmt.Sprintf("the run over HTTPS and HTTP/2 of %d tests", len(names)))
 }
 
