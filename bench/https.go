@@ -201,6 +201,7 @@ func parseHTTPSOptions(args []string) (httpsOptions, error) {
 	only := fs.String("scenarios", strings.Join(httpsScenarios, ","), "the scenarios to run, comma-separated")
 	fs.StringVar(&o.profile, "profile", "", "after each scenario's rounds, one more run per service target, not counted, with a CPU profile of the service written to this directory")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (certificate, databases, binary)")
+	serviceEnvFlag(fs)
 	// Once pinned, this process sees one CPU: the machine's count comes
 	// in pinnedEnv.
 	cpus := runtime.NumCPU()
@@ -590,8 +591,8 @@ func printHTTPSSettings(w io.Writer, o httpsOptions, results []httpsScenarioResu
 	if o.pin {
 		layout = fmt.Sprintf("every server on CPU %s, the clients on CPU %s (-pin)", serverCPU, clientCPU)
 	}
-	fmt.Fprintf(w, "%s, %d CPUs (nproc), %s; %s; %d pets in each database; wrk -t%d -c%d; h2load -t%d -c%d -m%d; %d handshake workers; %d rounds of %v per target, medians\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.cpus, cpuModel(), layout, o.pets, o.threads, o.conns, o.threads, o.h2conns, o.streams, o.workers, o.rounds, o.duration)
+	fmt.Fprintf(w, "%s, %d CPUs (nproc), %s; %s; %d pets in each database; wrk -t%d -c%d; h2load -t%d -c%d -m%d; %d handshake workers; %d rounds of %v per target, medians%s\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.cpus, cpuModel(), layout, o.pets, o.threads, o.conns, o.threads, o.h2conns, o.streams, o.workers, o.rounds, o.duration, serviceEnvNote())
 	negotiated := map[string]bool{}
 	for _, s := range results {
 		for _, name := range s.targets {

@@ -202,6 +202,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.threads, "t", 2, "wrk threads")
 	sizes := fs.String("sizes", "1000,1000000", "database sizes, in pets, comma-separated")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directories (databases, binaries, PostgreSQL's data and log)")
+	serviceEnvFlag(fs)
 	only := fs.String("scenarios", "", "run only these scenarios, comma-separated (default: all)")
 	fs.StringVar(&o.baseline, "baseline", "", "also build and load the service at this git revision, and compare (e.g. main, a commit hash)")
 	fs.BoolVar(&o.postgres, "postgres", false, "also start a throwaway PostgreSQL cluster and load the service on it as 1 replica and as 2 replicas behind a round-robin balancer")

@@ -11,6 +11,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -27,8 +29,33 @@ import (
 const profilesPrefix = "petstore profiles on "
 
 // serviceEnv is added to the environment of every service process: with
-// -profile, the profiling listener.
-var serviceEnv []string
+// -profile, the profiling listener; with -service-env, its settings, which
+// serviceEnvSet keeps for the report.
+var serviceEnv, serviceEnvSet []string
+
+// serviceEnvFlag adds -service-env to fs: each use adds NAME=VALUE to the
+// environment of the service processes alone (serviceEnv), not to the
+// ceilings' nor the clients', so that a runtime setting such as GOGC is
+// measured on the service against ceilings that run as ever.
+func serviceEnvFlag(fs *flag.FlagSet) {
+	fs.Func("service-env", "`NAME=VALUE` added to the environment of the service alone, not of the ceilings (repeatable), e.g. GOGC=200", func(v string) error {
+		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
+			return errors.New("want NAME=VALUE")
+		}
+		serviceEnv = append(serviceEnv, v)
+		serviceEnvSet = append(serviceEnvSet, v)
+		return nil
+	})
+}
+
+// serviceEnvNote is the end of a report's first line: the settings
+// -service-env gave the service, if any.
+func serviceEnvNote() string {
+	if len(serviceEnvSet) == 0 {
+		return ""
+	}
+	return "; the service's environment: " + strings.Join(serviceEnvSet, " ")
+}
 
 // profileRun runs scenario sc on t for o.duration while it takes a CPU
 // profile of p, and writes the profile to o.profile.

@@ -43,8 +43,8 @@ func medianOf(rs []wrkResult, f func(wrkResult) float64) float64 {
 // its columns and the list its RSS and start-up; without, the report is the
 // service against the ceiling alone.
 func printReport(w io.Writer, o options, results []sizeResult) {
-	fmt.Fprintf(w, "%s, %d CPUs (nproc), %s; wrk -t%d -c%d, %d rounds of %v per server, medians\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel(), o.threads, o.conns, o.rounds, o.duration)
+	fmt.Fprintf(w, "%s, %d CPUs (nproc), %s; wrk -t%d -c%d, %d rounds of %v per server, medians%s\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel(), o.threads, o.conns, o.rounds, o.duration, serviceEnvNote())
 	defer printProfiles(w, o, results)
 	if o.postgres {
 		printPostgresReport(w, o, results)
