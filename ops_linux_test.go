@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,4 +94,30 @@ func TestSIGHUPWhileThePackagesInitialiseIsIgnored(t *testing.T) {
 	if mainAt := bytes.Index(rest, []byte("init main @")); mainAt < pipeSize+bufferSize {
 		t.Fatalf("main's initialiser is traced %d bytes after %s's (-1: not at all), want more than %d: the test cannot tell that the SIGHUP came before main", mainAt, marker, pipeSize+bufferSize)
 	}
+}
+
+// TestALockIsDroppedWhileACopyOfItsDescriptorLives: a service that stops
+// drops the lock on its SQLite file even while another descriptor of the
+// lock file lives on, as a child process forked by another goroutine holds
+// a copy of each until it execs: a restart in the same process right after
+// is not refused (a test that restarts run in place was refused so once, in
+// CI's run, while the other tests started processes).
+func TestALockIsDroppedWhileACopyOfItsDescriptorLives(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "pets.db")
+	lock, err := lockDatabase(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forked, err := unix.Dup(int(lock.f.Fd())) // the copy a forked child holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(forked)
+	lock.release()
+	again, err := lockDatabase(db)
+	if err != nil {
+		t.Fatalf("the lock of a stopped service: %v", err)
+	}
+	again.release()
 }

@@ -116,12 +116,14 @@ func openLockFile(name string) (*os.File, error) {
 
 // release lets another process serve the database. The file is emptied
 // first, so that it never names a process that no longer holds it (but
-// after a SIGKILL, which the kernel's release follows).
+// after a SIGKILL, which the kernel's release follows), and the lock is
+// dropped before the file closes (see unlockFile).
 func (l *databaseLock) release() {
 	if l == nil {
 		return
 	}
 	l.f.Truncate(0)
+	unlockFile(l.f)
 	l.f.Close()
 }
 

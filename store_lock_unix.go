@@ -28,6 +28,17 @@ func lockFile(f *os.File) (bool, error) {
 	return lockErr == nil, lockErr
 }
 
+// unlockFile drops the flock(2) on f. Closing f alone would not while
+// another descriptor of the same open file lives on: a child process that
+// this process forks holds a copy of every descriptor until it execs, so a
+// lock dropped only by the close could outlive a stop for that moment, and
+// refuse a restart in the same process that follows at once.
+func unlockFile(f *os.File) {
+	if conn, err := f.SyscallConn(); err == nil {
+		conn.Control(func(fd uintptr) { unix.Flock(int(fd), unix.LOCK_UN) })
+	}
+}
+
 // processRuns reports whether a process of id pid runs on this machine (or
 // may: one that runs under another user answers EPERM).
 func processRuns(pid int) bool {
