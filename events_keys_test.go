@@ -288,16 +288,27 @@ func TestAStreamSleepsThroughWhatItDoesNotWant(t *testing.T) {
 		t.Fatalf("open: %d %s", res.Status, res.Body)
 	}
 	before := ts.Store.streamReads.Load()
-	const pets = tailEvents + tailEvents/2 + 10 // past the tail, in one commit
-	if _, err := write(t.Context(), ts.Store, func(tx *txn) (struct{}, error) {
-		for i := range pets {
-			if _, err := tx.insertPet(newPet{Name: fmt.Sprint("p", i), CategoryID: 1, Status: statusAvailable}); err != nil {
-				return struct{}{}, err
+	// Past the tail, in one commit, so that the stream sleeps through them
+	// all (in smaller ones its heartbeats move it along the tail between
+	// them). On PostgreSQL, where the stream reads the table anyway, in
+	// ten: one commit of them all outlasted the write's bound
+	// (pgBatchTimeout) under the race detector with other tests running.
+	const pets = tailEvents + tailEvents/2 + 10
+	commits := 1
+	if ts.Store.dialect == postgresDialect {
+		commits = 10
+	}
+	for c := range commits {
+		if _, err := write(t.Context(), ts.Store, func(tx *txn) (struct{}, error) {
+			for i := c * pets / commits; i < (c+1)*pets/commits; i++ {
+				if _, err := tx.insertPet(newPet{Name: fmt.Sprint("p", i), CategoryID: 1, Status: statusAvailable}); err != nil {
+					return struct{}{}, err
+				}
 			}
+			return struct{}{}, nil
+		}); err != nil {
+			t.Fatal(err)
 		}
-		return struct{}{}, nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 	if res := ts.do(t, "POST", "/v1/store/orders", `{"petId":1}`, nil); res.Status != http.StatusCreated {
 		t.Fatalf("place: %d %s", res.Status, res.Body)
