@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,29 +240,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// runTheRunsAfter runs the runs after the main one, on PostgreSQL and over
-// HTTPS, and returns 1 when one failed. Under the race detector, one after
-// the other: the machine's CPU is then the bound, and side by side the
-// HTTPS run's hostile tests (2,250 streams opened against the body budget
-// within the read timeout) did not hold their timing. Without it, side by
-// side: the PostgreSQL run waits on the database most of its time (22 s of
-// CPU in 44 s).
+// runTheRunsAfter runs the runs after the main one, on PostgreSQL and then
+// over HTTPS, and returns 1 when one failed. One after the other: side by
+// side, the HTTPS run's hostile tests (2,250 streams opened against the body
+// budget within the read timeout) did not hold their timing, under the race
+// detector and, once in seven runs, without it.
 func runTheRunsAfter() int {
-	if raceDetector {
-		if code := startOnPostgres()(); code != 0 {
-			return code
-		}
-		return startOverTLS()()
+	if code := startOnPostgres()(); code != 0 {
+		return code
 	}
-	onPostgres, overTLS := startOnPostgres(), startOverTLS()
-	return max(onPostgres(), overTLS())
+	return startOverTLS()()
 }
-
-// raceDetector is true in a test binary built with -race.
-var raceDetector = func() bool {
-	info, ok := debug.ReadBuildInfo()
-	return ok && slices.Contains(info.Settings, debug.BuildSetting{Key: "-race", Value: "true"})
-}()
 
 // testsAtOnce is how many parallel tests run at once unless -parallel says
 // otherwise. go test's default, GOMAXPROCS, suits tests that keep a CPU
