@@ -271,24 +271,19 @@ func runMoreTestsAtOnce() {
 }
 
 // startPart starts cmd, a run of this test binary for a part of the suite
-// (named what), and records its time when it ends. Its output is kept until
-// wait, which waits for it, prints its output whole (the runs' lines never
-// interleave), and returns 1 when it failed.
+// (named what). Its output is kept until wait, which
+// waits for it, prints its output whole (the runs' lines never interleave),
+// records its time, and returns 1 when it failed.
 func startPart(cmd *exec.Cmd, what string) (wait func() int) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Start()
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
+	return func() int {
 		if err == nil {
 			err = cmd.Wait()
 		}
 		notePartTime(what, time.Since(start), childCPU(cmd))
-	}()
-	return func() int {
-		<-ended
 		os.Stdout.Write(out.Bytes())
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s failed: %v\n", what, err)
