@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,7 +46,7 @@ const (
 // The one line that says the S3 parts were skipped, and how to run them.
 const (
 	s3Part   = "the S3 tests (versitygw, built from tools/versitygw)"
-	enableS3 = "go build -C tools/versitygw github.com/versity/versitygw/cmd/versitygw must succeed (it needs the module proxy once; on an empty build cache it takes about 4 minutes of CPU, later builds a few seconds)"
+	enableS3 = "go tool -C tools/versitygw -n versitygw must succeed (it needs the module proxy once; on an empty build cache it takes about 4 minutes of CPU, later it takes under a second)"
 )
 
 // versitygwVariable passes the server built outside a network namespace
@@ -56,20 +54,21 @@ const (
 const versitygwVariable = "PETSTORE_TEST_VERSITYGW"
 
 // versitygw is the server built once per test binary (or the one the run
-// outside the namespace built); TestMain removes the build.
+// outside the namespace found), in the build cache.
 var versitygw struct {
 	once sync.Once
-	dir  string // the build's directory, "" when another run built it
 	path string
 	err  error
 }
 
-// versitygwBuild is how versitygw is built, from the repository's root, but
-// for the binary's path (-o): always with CGO off, the environment's setting
-// whatever it is, so that each build is served by the build cache of the
-// one before (a build on an empty cache takes minutes). .ci/run builds it so
-// ahead of the tests (a test holds it to this command).
-const versitygwBuild = "CGO_ENABLED=0 go build -C tools/versitygw -o versitygw github.com/versity/versitygw/cmd/versitygw"
+// versitygwBuild is how versitygw is built, from the repository's root:
+// go tool -n builds the tool that tools/versitygw/go.mod pins into the
+// build cache, once, and prints where it is; afterwards it only finds it
+// there (go build -o linked it again for every test binary, about 10 s of
+// CPU). Always with CGO off, the environment's setting whatever it is, so
+// that the race run finds the same build. .ci/run builds it so ahead of the
+// tests (a test holds it to this command).
+const versitygwBuild = "CGO_ENABLED=0 go tool -C tools/versitygw -n versitygw"
 
 // buildVersitygw returns the path of versitygw, the version
 // tools/versitygw/go.mod pins, built by versitygwBuild on first use. A
@@ -81,26 +80,7 @@ func buildVersitygw(t *testing.T) string {
 			versitygw.path = path
 			return
 		}
-		versitygw.dir, versitygw.err = os.MkdirTemp("", "petstore-versitygw-")
-		if versitygw.err != nil {
-			return
-		}
-		versitygw.path = filepath.Join(versitygw.dir, "versitygw")
-		words := strings.Fields(versitygwBuild)
-		args := slices.Clone(words[2:])
-		args[slices.Index(args, "-o")+1] = versitygw.path
-		cmd := exec.Command(words[1], args...)
-		cmd.Env = append(os.Environ(), words[0])
-		if out, err := cmd.CombinedOutput(); err != nil {
-			// The go command's first line says what went wrong (a module
-			// it could not download, a version missing from go.sum); the
-			// skip line stays one line.
-			first, rest, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-			if rest != "" {
-				first += fmt.Sprintf(" (and %d more lines)", strings.Count(rest, "\n")+1)
-			}
-			versitygw.err = fmt.Errorf("go build -C tools/versitygw: %v: %s", err, first)
-		}
+		versitygw.path, versitygw.err = goTool(versitygwBuild)
 	})
 	missingPart(t, s3Part, enableS3, versitygw.err)
 	return versitygw.path
@@ -218,9 +198,6 @@ func stopS3() {
 	}
 	if testS3.dir != "" {
 		os.RemoveAll(testS3.dir)
-	}
-	if versitygw.dir != "" {
-		os.RemoveAll(versitygw.dir)
 	}
 }
 

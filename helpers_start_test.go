@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -230,6 +231,31 @@ func buildBinary(t *testing.T) string {
 		t.Fatal(testBinary.err)
 	}
 	return testBinary.path
+}
+
+// goTool runs command, a go tool -n command line that may begin with
+// NAME=VALUE settings of its environment, and returns the path it prints:
+// that of a tool a go.mod pins, built into the build cache on first use
+// and afterwards only found there (a go build -o would link it again for
+// every test binary: versitygw about 10 s of CPU, Pebble 5). When the build
+// fails, the error holds the go command's first line (a module it could
+// not download, a version missing from go.sum), the rest counted.
+func goTool(command string) (string, error) {
+	words := strings.Fields(command)
+	settings := slices.IndexFunc(words, func(w string) bool { return !strings.Contains(w, "=") })
+	cmd := exec.Command(words[settings], words[settings+1:]...)
+	cmd.Env = append(os.Environ(), words[:settings]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		first, rest, _ := strings.Cut(strings.TrimSpace(stderr.String()), "\n")
+		if rest != "" {
+			first += fmt.Sprintf(" (and %d more lines)", strings.Count(rest, "\n")+1)
+		}
+		return "", fmt.Errorf("%s: %v: %s", strings.Join(words[settings:], " "), err, first)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // builtBinaryEnv is the environment that hands the service this run built

@@ -222,9 +222,6 @@ func TestMain(m *testing.M) {
 	if testBinary.dir != "" {
 		os.RemoveAll(testBinary.dir)
 	}
-	if acmeTools.dir != "" {
-		os.RemoveAll(acmeTools.dir)
-	}
 	if testTLSFiles.dir != "" {
 		os.RemoveAll(testTLSFiles.dir)
 	}

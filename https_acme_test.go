@@ -31,54 +31,46 @@ import (
 const testDomain = "petstore.test"
 
 // acmeTools are Pebble and its DNS server, built once per test binary (in
-// dir, which TestMain removes) and handed to the runs in a network
-// namespace (acmeToolsVariable).
+// the build cache, by goTool) and handed to the runs in a network namespace
+// (acmeToolsVariable).
 var acmeTools struct {
 	once                 sync.Once
-	dir                  string // made by this process; "" when handed down
 	pebble, challtestsrv string
 	certs                string // Pebble's test certificates (its own HTTPS)
 	err                  error
 }
 
 // acmeToolsVariable and acmeCertsVariable pass the ACME tools built outside
-// a network namespace to the run inside it: the directory of the two
-// programs, and that of Pebble's certificates.
+// a network namespace to the run inside it: the paths of the two programs
+// (pebble's first, a list as PATH is), and the directory of Pebble's
+// certificates.
 const (
 	acmeToolsVariable = "PETSTORE_TEST_ACME_TOOLS"
 	acmeCertsVariable = "PETSTORE_TEST_ACME_CERTS"
 )
 
-// buildACMETools builds Pebble and pebble-challtestsrv, the versions
-// go.mod's tool lines pin.
+// The commands that build Pebble and pebble-challtestsrv, the versions
+// go.mod's tool lines pin, and say where they are (see goTool).
+const (
+	pebbleBuild       = "CGO_ENABLED=0 go tool -n pebble"
+	challtestsrvBuild = "CGO_ENABLED=0 go tool -n pebble-challtestsrv"
+)
+
+// buildACMETools builds Pebble and pebble-challtestsrv, and finds Pebble's
+// certificates in its module.
 func buildACMETools(t *testing.T) {
 	t.Helper()
 	acmeTools.once.Do(func() {
-		if dir := os.Getenv(acmeToolsVariable); dir != "" {
-			acmeTools.pebble, acmeTools.challtestsrv = filepath.Join(dir, "pebble"), filepath.Join(dir, "pebble-challtestsrv")
+		if paths := os.Getenv(acmeToolsVariable); paths != "" {
+			acmeTools.pebble, acmeTools.challtestsrv, _ = strings.Cut(paths, string(os.PathListSeparator))
 			acmeTools.certs = os.Getenv(acmeCertsVariable)
 			return
 		}
-		dir, err := os.MkdirTemp("", "petstore-acme-tools-")
-		if err != nil {
-			acmeTools.err = err
+		if acmeTools.pebble, acmeTools.err = goTool(pebbleBuild); acmeTools.err != nil {
 			return
 		}
-		acmeTools.dir = dir
-		for _, tool := range []struct {
-			pkg string
-			dst *string
-		}{
-			{"github.com/letsencrypt/pebble/v2/cmd/pebble", &acmeTools.pebble},
-			{"github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv", &acmeTools.challtestsrv},
-		} {
-			*tool.dst = filepath.Join(dir, filepath.Base(tool.pkg))
-			cmd := exec.Command("go", "build", "-o", *tool.dst, tool.pkg)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				acmeTools.err = fmt.Errorf("go build %s: %v\n%s", tool.pkg, err, out)
-				return
-			}
+		if acmeTools.challtestsrv, acmeTools.err = goTool(challtestsrvBuild); acmeTools.err != nil {
+			return
 		}
 		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/letsencrypt/pebble/v2").Output()
 		if err != nil {
@@ -105,7 +97,7 @@ func inALoopbackNetwork(t *testing.T) bool {
 		// Built outside (building fetches modules through the proxy), once
 		// for every test that runs inside.
 		buildACMETools(t)
-		return []string{acmeToolsVariable + "=" + filepath.Dir(acmeTools.pebble), acmeCertsVariable + "=" + acmeTools.certs,
+		return []string{acmeToolsVariable + "=" + acmeTools.pebble + string(os.PathListSeparator) + acmeTools.challtestsrv, acmeCertsVariable + "=" + acmeTools.certs,
 			binaryVariable + "=" + buildBinary(t)}
 	})
 }

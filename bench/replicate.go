@@ -214,8 +214,8 @@ func unshareFlag() string {
 // versitygwPackage is the S3 server's command, in tools/versitygw's module.
 const versitygwPackage = "github.com/versity/versitygw/cmd/versitygw"
 
-// buildVersitygw builds versitygw into out as the tests and CI build it
-// (CGO off, so that the build cache serves it).
+// buildVersitygw builds versitygw into out with the settings of the tests'
+// and CI's builds (CGO off, so that the build cache serves its packages).
 func buildVersitygw(ctx context.Context, out string) error {
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
