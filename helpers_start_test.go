@@ -102,7 +102,7 @@ func newTestServer(t testing.TB, opts ...serverOption) *testServer {
 	switch {
 	case cfg.sqliteOnly:
 	case testBackend == "postgres":
-		cfg.dbPath = postgresSchema(t)
+		cfg.dbPath = migratedPostgres(t)
 	default:
 		rerunOnPostgres(t)
 	}

@@ -194,26 +194,29 @@ func startACMECA(t *testing.T, dnsIP string, httpPort, tlsPort int, shortLife ti
 	writeFile(t, filepath.Join(dir, "pebble.json"), string(b))
 	cmd := exec.Command(acmeTools.pebble, "-config", filepath.Join(dir, "pebble.json"), "-dnsserver", dns)
 	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
-	startTool(t, cmd, ca.log, fmt.Sprintf("127.0.0.1:%d", api))
+	// Pebble opens its management port apart from its API: roots reads it.
+	startTool(t, cmd, ca.log, fmt.Sprintf("127.0.0.1:%d", api), fmt.Sprintf("127.0.0.1:%d", mgmt))
 	return ca
 }
 
-// startTool starts cmd, its output to log, and waits until addr accepts
-// TCP connections. It is killed, by its PID, when the test ends.
-func startTool(t *testing.T, cmd *exec.Cmd, log *syncBuffer, addr string) {
+// startTool starts cmd, its output to log, and waits until each of addrs
+// accepts TCP connections. It is killed, by its PID, when the test ends.
+func startTool(t *testing.T, cmd *exec.Cmd, log *syncBuffer, addrs ...string) {
 	t.Helper()
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	eventually(t, filepath.Base(cmd.Path)+" listens on "+addr, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	for _, addr := range addrs {
+		eventually(t, filepath.Base(cmd.Path)+" listens on "+addr, func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+	}
 }
 
 // orders is how many orders the CA took.
