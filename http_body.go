@@ -241,7 +241,12 @@ type bodyLeaseKey struct{}
 // request's key (requireKey has run by the time a body is read), nil (no
 // bound) outside budgetBodies.
 func bodyLeaseFrom(ctx context.Context) *bodyLease {
-	l, _ := ctx.Value(bodyLeaseKey{}).(*bodyLease)
+	var l *bodyLease
+	if info := requestInfoFrom(ctx); info != nil && info.lease.budget != nil {
+		l = &info.lease
+	} else {
+		l, _ = ctx.Value(bodyLeaseKey{}).(*bodyLease)
+	}
 	if l != nil && l.held == 0 {
 		l.key, _ = keyIdentity(ctx)
 	}
@@ -249,10 +254,20 @@ func bodyLeaseFrom(ctx context.Context) *bodyLease {
 }
 
 // budgetBodies gives every request that carries a body a lease on b, and
-// gives back what it took once the request has been answered.
+// gives back what it took once the request has been answered. Inside
+// observe the lease is kept in the request's info, which costs no copy of
+// the request; outside it, in a context value.
 func budgetBodies(b *bodyBudget, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || b.max == 0 {
+		// Over HTTP/2 every request has a Body, even one whose HEADERS
+		// frame ended its stream: a ContentLength of 0 says no byte follows.
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || b.max == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.lease = bodyLease{budget: b}
+			defer func() { info.lease.give(info.lease.held) }()
 			next.ServeHTTP(w, r)
 			return
 		}

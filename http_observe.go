@@ -39,6 +39,9 @@ type requestInfo struct {
 	keyID  [sha256.Size]byte
 	scopes scopeSet
 	keyed  bool
+	// lease is the request's lease on the bodies' budget (see
+	// budgetBodies), when its budget is set.
+	lease bodyLease
 }
 
 // observedRequest is what observe keeps of one request, made in one

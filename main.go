@@ -702,7 +702,7 @@ func newServer(log *slog.Logger, keys keyring, st *store, m *metrics, events *fe
 	addRoutes(mux, scoped, routes(log, st, m, events, newIdempotency(st, lim.idempotencyTTL, now), now))
 	bodies := newBodyBudget(lim.maxBodyMemory)
 	m.watchBodyBudget(bodies)
-	return hsts(observe(log, m, limitHeaderBlock(log, lim.maxHeaderBytes, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth))))))
+	return growHTTP2Stacks(hsts(observe(log, m, limitHeaderBlock(log, lim.maxHeaderBytes, budgetBodies(bodies, recoverPanics(log, routeErrors(log, mux, auth)))))))
 }
 
 // route is one row of the service's route table: the mux pattern, the
