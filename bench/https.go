@@ -80,6 +80,9 @@ type httpsOptions struct {
 	pin     bool
 	taskset string // its path, with pin
 	cpus    int    // the machine's, which a pinned process does not see
+	// baseline is the -baseline revision, and baselineCommit its commit:
+	// the service as it was there, loaded over HTTPS HTTP/2 beside it.
+	baseline, baselineCommit string
 }
 
 // pinnedEnv marks the benchmark's process once it has moved itself to CPU
@@ -107,6 +110,7 @@ const (
 	ceilingH2c      = "ceiling, plain HTTP/2 (h2c), h2load"
 	durablePlainWrk = "durable bare, plain HTTP/1.1, wrk"
 	durableH2load   = "durable bare, HTTPS HTTP/2, h2load"
+	baselineH2load  = "baseline, HTTPS HTTP/2, h2load"
 	bareTLSServer   = "bare Go TLS server (the ceiling)"
 	serviceTLS      = "service"
 )
@@ -158,6 +162,11 @@ func runHTTPSBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := readyForHTTPS(&o, args); err != nil {
 		return err
 	}
+	if o.baseline != "" {
+		if o.baselineCommit, err = resolveRevision(ctx, o.baseline); err != nil {
+			return err
+		}
+	}
 	r, remove, err := buildHTTPSBench(ctx, o)
 	if err != nil {
 		return err
@@ -201,6 +210,7 @@ func parseHTTPSOptions(args []string) (httpsOptions, error) {
 	only := fs.String("scenarios", strings.Join(httpsScenarios, ","), "the scenarios to run, comma-separated")
 	fs.StringVar(&o.profile, "profile", "", "after each scenario's rounds, one more run per service target, not counted, with a CPU profile of the service written to this directory")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (certificate, databases, binary)")
+	fs.StringVar(&o.baseline, "baseline", "", "also build the service at this git revision and load it over HTTPS HTTP/2 right after the service in each round, and compare (e.g. main, a commit hash)")
 	serviceEnvFlag(fs)
 	// Once pinned, this process sees one CPU: the machine's count comes
 	// in pinnedEnv.
@@ -276,6 +286,7 @@ type httpsRun struct {
 	o       httpsOptions
 	dir     string
 	bin     string // the service
+	baseBin string // the service at -baseline; empty without
 	self    string // this program, which serves the ceilings
 	cert    certificate
 	started []*process // stopped by stopAll, in the reverse order of their starts
@@ -302,6 +313,13 @@ func buildHTTPSBench(ctx context.Context, o httpsOptions) (r *httpsRun, remove f
 		removeDir()
 		return nil, nil, err
 	}
+	if o.baselineCommit != "" {
+		r.baseBin = filepath.Join(dir, "petstore-baseline")
+		if err := buildRevision(ctx, o.baselineCommit, filepath.Join(dir, "baseline-src"), r.baseBin); err != nil {
+			removeDir()
+			return nil, nil, err
+		}
+	}
 	return r, removeDir, nil
 }
 
@@ -321,6 +339,7 @@ type httpsServers struct {
 	// Durable bare over plain HTTP/1.1 and over TLS; nil unless create
 	// runs.
 	durable, durableTLS *process
+	baseline            *process // the service at -baseline over HTTPS; nil without
 }
 
 // startServers starts the service over plain HTTP and over HTTPS, each on
@@ -329,11 +348,17 @@ type httpsServers struct {
 func (r *httpsRun) startServers(ctx context.Context) (httpsServers, error) {
 	var s httpsServers
 	var err error
-	if s.plain, err = r.startService(ctx, "plain", false); err != nil {
+	if s.plain, err = r.startService(ctx, r.bin, "plain", false); err != nil {
 		return s, err
 	}
-	if s.https, err = r.startService(ctx, "https", true); err != nil {
+	if s.https, err = r.startService(ctx, r.bin, "https", true); err != nil {
 		return s, err
+	}
+	if r.baseBin != "" {
+		if s.baseline, err = r.startService(ctx, r.baseBin, "baseline", true); err != nil {
+			return s, err
+		}
+		fmt.Fprintf(os.Stderr, "baseline (%s) over HTTPS on %s\n", r.o.baseline, s.baseline.url)
 	}
 	if s.ceiling, err = r.startCeiling(ctx, "h2c"); err != nil {
 		return s, err
@@ -356,15 +381,15 @@ func (r *httpsRun) startServers(ctx context.Context) (httpsServers, error) {
 }
 
 // startService makes a database of its own for the service named name and
-// starts the service on it, over TLS with the run's certificate when
+// starts the service bin on it, over TLS with the run's certificate when
 // overTLS, on the servers' CPU with -pin.
-func (r *httpsRun) startService(ctx context.Context, name string, overTLS bool) (*process, error) {
+func (r *httpsRun) startService(ctx context.Context, bin, name string, overTLS bool) (*process, error) {
 	o := r.o
 	db := filepath.Join(r.dir, fmt.Sprintf("pets-%d-%s.db", o.pets, name))
-	if err := createDatabase(ctx, r.bin, db, o.pets); err != nil {
+	if err := createDatabase(ctx, bin, db, o.pets); err != nil {
 		return nil, fmt.Errorf("database of %d pets for the %s service: %w", o.pets, name, err)
 	}
-	cmd := serviceCommand(ctx, r.bin, db)
+	cmd := serviceCommand(ctx, bin, db)
 	if o.pin {
 		onServerCPU(cmd, o.taskset)
 	}
@@ -428,18 +453,24 @@ func (r *httpsRun) scenarioTargets(s httpsServers, sc string) []httpsTarget {
 }
 
 // keepAliveTargets are the loads of each round of a keep-alive scenario, in
-// their order.
+// their order; with -baseline, the baseline's right after the service's
+// over HTTPS HTTP/2, so that the two compared run next to each other.
 func (r *httpsRun) keepAliveTargets(s httpsServers) []httpsTarget {
-	return []httpsTarget{
+	var baseline []httpsTarget
+	if s.baseline != nil {
+		baseline = append(baseline, httpsTarget{name: baselineH2load, url: s.baseline.url, server: s.baseline, load: r.h2load(s.baseline.url, false)})
+	}
+	return slices.Concat([]httpsTarget{
 		{name: plainWrk, url: s.plain.url, server: s.plain, profiled: true, load: r.wrk(s.plain.url)},
 		{name: httpsWrk, url: s.https.url, server: s.https, profiled: true, load: r.wrk(s.https.url)},
 		{name: httpsH2load, url: s.https.url, server: s.https, profiled: true, load: r.h2load(s.https.url, false)},
+	}, baseline, []httpsTarget{
 		{name: plainH2load, url: s.plain.url, server: s.plain, load: r.h2load(s.plain.url, true)},
 		{name: ceilingPlainWrk, url: s.ceiling.url, server: s.ceiling, load: r.wrk(s.ceiling.url)},
 		{name: ceilingHTTPSWrk, url: s.bare.url, server: s.bare, load: r.wrk(s.bare.url)},
 		{name: ceilingH2load, url: s.bare.url, server: s.bare, load: r.h2load(s.bare.url, false)},
 		{name: ceilingH2c, url: s.ceiling.url, server: s.ceiling, load: r.h2load(s.ceiling.url, false)},
-	}
+	})
 }
 
 // durableTargets are the loads of durable bare in each round of create,
@@ -575,6 +606,7 @@ func printHTTPSReport(w io.Writer, o httpsOptions, results []httpsScenarioResult
 	if len(keepAlive) > 0 {
 		printKeepAlive(w, keepAlive)
 		printAgainstBare(w, keepAlive)
+		printAgainstBaseline(w, o, keepAlive)
 	}
 	for _, s := range results {
 		if s.name == handshakeScenario {
@@ -728,6 +760,24 @@ func printAgainstBare(w io.Writer, keepAlive []httpsScenarioResult) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// printAgainstBaseline writes, with -baseline, the line that compares the
+// service with the baseline over HTTPS HTTP/2, scenario by scenario.
+func printAgainstBaseline(w io.Writer, o httpsOptions, keepAlive []httpsScenarioResult) {
+	var parts []string
+	for _, s := range keepAlive {
+		service, base := s.runs[httpsH2load], s.runs[baselineH2load]
+		if len(service) == 0 || len(base) == 0 {
+			continue
+		}
+		cpu := medianOf(service, wrkResult.cpuPerRequest) / medianOf(base, wrkResult.cpuPerRequest)
+		parts = append(parts, fmt.Sprintf("%s **%s**, CPU per request %.2f", s.name, ratioRange(rpsRatios(service, base)), cpu))
+	}
+	if len(parts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "The service against the baseline (%s, %.12s), both over HTTPS HTTP/2 with h2load, one right after the other in each round: req/s of the service over the baseline's (median of the per-round ratios, lowest and highest in brackets), and the service's CPU per request over the baseline's: %s.\n\n", o.baseline, o.baselineCommit, strings.Join(parts, "; "))
 }
 
 // bareComparisonRow is the row of the comparison c in scenario s.

@@ -29,7 +29,8 @@
 //
 // bench https compares the service over HTTPS (HTTP/1.1 and HTTP/2) with
 // the same service over plain HTTP, and its TLS handshakes with a bare Go
-// TLS server's (https.go); bench events measures the change feed
+// TLS server's (https.go; with -baseline REV, with the service at REV over
+// HTTPS HTTP/2 too); bench events measures the change feed
 // (events.go); bench replicate what replicating the SQLite file to object
 // storage costs (replicate.go).
 //
