@@ -110,12 +110,16 @@ func BenchmarkListQuery(b *testing.B) {
 
 // BenchmarkCreate measures a create from the store's side, one at a time
 // (every create pays its own fsync) and from many goroutines (group commit
-// shares the fsyncs).
+// shares the fsyncs), with the creates each commit took (creates/commit).
+// Run with -cpu 1 too: on one P the writer once took them one at a time
+// (see collect).
 func BenchmarkCreate(b *testing.B) {
 	for _, parallel := range []int{1, 32} {
 		b.Run(fmt.Sprintf("writers=%d", parallel), func(b *testing.B) {
 			st := benchStore(b, 0)
 			var n atomic.Int64
+			commits := petAppends(st)
+			defer func() { b.ReportMetric(float64(b.N)/float64(petAppends(st)-commits), "creates/commit") }()
 			b.SetParallelism(parallel)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
