@@ -394,7 +394,7 @@ func BenchmarkEventsPage(b *testing.B) {
 // it, each request on a new goroutine whose stack has to grow, and on the
 // same goroutine, as HTTP/1.1 runs it on its connection's, for comparison.
 // growHTTP2Stacks grows the stack at the top of the chain rather than deep
-// in it (7.7 to 8.5 µs without it, 3.5 to 4.7 with it); a pool of
+// in it (7.6 to 9.3 µs without it, 3.5 to 4.7 with it); a pool of
 // goroutines that kept their grown stacks did as much here but cost as much
 // in hand-offs, measured from outside (docs/performance-round-three.md).
 func BenchmarkChainOnAFreshGoroutine(b *testing.B) {
