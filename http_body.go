@@ -242,10 +242,10 @@ type bodyLeaseKey struct{}
 // bound) outside budgetBodies.
 func bodyLeaseFrom(ctx context.Context) *bodyLease {
 	var l *bodyLease
-	if info := requestInfoFrom(ctx); info != nil && info.lease.budget != nil {
-		l = &info.lease
-	} else {
+	if info := requestInfoFrom(ctx); info == nil {
 		l, _ = ctx.Value(bodyLeaseKey{}).(*bodyLease)
+	} else if info.lease.budget != nil { // inside observe, only here
+		l = &info.lease
 	}
 	if l != nil && l.held == 0 {
 		l.key, _ = keyIdentity(ctx)
