@@ -250,13 +250,7 @@ func (c *rawH2) take(f http2.Frame, id uint32, a *h2Answer) (bool, error) {
 		if f.StreamID != id {
 			return false, nil
 		}
-		for _, hf := range f.Fields {
-			if hf.Name == ":status" {
-				a.Status, _ = strconv.Atoi(hf.Value)
-				continue
-			}
-			a.Header.Add(hf.Name, hf.Value)
-		}
+		a.addFields(f.Fields)
 		return f.StreamEnded(), nil
 	case *http2.DataFrame:
 		if f.StreamID == id {
@@ -270,6 +264,51 @@ func (c *rawH2) take(f http2.Frame, id uint32, a *h2Answer) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// addFields adds the decoded fields of a header block to a.
+func (a *h2Answer) addFields(fields []hpack.HeaderField) {
+	for _, hf := range fields {
+		if hf.Name == ":status" {
+			a.Status, _ = strconv.Atoi(hf.Value)
+			continue
+		}
+		a.Header.Add(hf.Name, hf.Value)
+	}
+}
+
+// answerBlock reads the answer of stream id as answer does, and returns
+// its header block as the server encoded it, which dec decodes: from its
+// first call on a connection, the connection's own decoder is left out and
+// dec takes its place, so every answer of the connection is read with it.
+func (c *rawH2) answerBlock(id uint32, dec *hpack.Decoder, d time.Duration) ([]byte, h2Answer, error) {
+	c.fr.ReadMetaHeaders = nil // HEADERS frames come undecoded
+	c.conn.SetReadDeadline(time.Now().Add(d))
+	defer c.conn.SetReadDeadline(time.Time{})
+	a := h2Answer{response: response{Header: http.Header{}}}
+	var block []byte
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return block, a, err
+		}
+		h, ok := f.(*http2.HeadersFrame)
+		if !ok || h.StreamID != id {
+			if done, err := c.take(f, id, &a); done || err != nil {
+				return block, a, err
+			}
+			continue
+		}
+		block = append(block, h.HeaderBlockFragment()...) // the tests' answers need no CONTINUATION
+		fields, err := dec.DecodeFull(block)
+		if err != nil {
+			return block, a, err
+		}
+		a.addFields(fields)
+		if h.StreamEnded() {
+			return block, a, nil
+		}
+	}
 }
 
 // answering waits, within d, until the server has begun to answer some
@@ -309,4 +348,74 @@ func (c *rawH2) closedByServer(within time.Duration) bool {
 	_, err := io.Copy(io.Discard, c.conn)
 	var ne net.Error
 	return !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// hpackAdditions counts the fields of an HPACK header block that its
+// decoder adds to the connection's table: the literals with incremental
+// indexing (RFC 7541, section 6.2.1; their first bits are 01).
+func hpackAdditions(block []byte) (int, error) {
+	added := 0
+	for len(block) > 0 {
+		first := block[0]
+		var err error
+		switch {
+		case first&0x80 != 0: // an indexed field (section 6.1)
+			block, _, err = hpackInt(block, 7)
+		case first&0xe0 == 0x20: // a dynamic table size update (section 6.3)
+			block, _, err = hpackInt(block, 5)
+		default: // a literal field (section 6.2): its name's index or the name, then the value
+			prefix := 4 // without indexing, or never indexed
+			if first&0xc0 == 0x40 {
+				added++
+				prefix = 6
+			}
+			var name uint64
+			if block, name, err = hpackInt(block, prefix); err == nil && name == 0 {
+				block, err = hpackString(block)
+			}
+			if err == nil {
+				block, err = hpackString(block)
+			}
+		}
+		if err != nil {
+			return added, err
+		}
+	}
+	return added, nil
+}
+
+// hpackInt reads an integer (RFC 7541, section 5.1) whose first byte holds
+// prefix bits of it, and returns what follows it.
+func hpackInt(b []byte, prefix int) ([]byte, uint64, error) {
+	if len(b) == 0 {
+		return nil, 0, errors.New("hpack: an integer is missing")
+	}
+	mask := uint64(1)<<prefix - 1
+	v := uint64(b[0]) & mask
+	b = b[1:]
+	if v < mask {
+		return b, v, nil
+	}
+	for shift := 0; len(b) > 0 && shift < 63; shift += 7 {
+		c := b[0]
+		b = b[1:]
+		v += uint64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return b, v, nil
+		}
+	}
+	return nil, 0, errors.New("hpack: an integer runs past the block")
+}
+
+// hpackString skips a string literal (RFC 7541, section 5.2): its length,
+// beside the bit that says whether it is Huffman-coded, then its bytes.
+func hpackString(b []byte) ([]byte, error) {
+	b, n, err := hpackInt(b, 7)
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(b)) < n {
+		return nil, errors.New("hpack: a string runs past the block")
+	}
+	return b[n:], nil
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/http2/hpack"
 )
 
 // HTTPS with the shop's own certificate, and the plain listener beside it.
@@ -164,6 +165,31 @@ func TestOwnCertificateOverHTTPS(t *testing.T) {
 			}
 		})
 	}
+	t.Run("over HTTP/2 no answer's field is kept in the client's HPACK table", func(t *testing.T) {
+		h2, dec := dialH2(t, rs.URL, &net.Dialer{}, 65535), hpack.NewDecoder(4096, nil)
+		auth := map[string]string{"authorization": "Bearer " + testKey}
+		for _, tt := range []struct {
+			path   string
+			status int
+			link   bool // the pet's successor-version link
+		}{{"/v1/pets/1", 200, true}, {"/v1/pets/1", 200, true}, {"/v1/pets?limit=1", 200, false}, {"/v1/pets/999", 404, false}} {
+			id, err := h2.open("GET", tt.path, auth, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			block, a, err := h2.answerBlock(id, dec, 30*time.Second)
+			if err != nil {
+				t.Fatalf("GET %s: %v", tt.path, err)
+			}
+			added, err := hpackAdditions(block)
+			got := map[string]any{"status": a.Status, "added": added, "error": fmt.Sprint(err), "request id": len(a.Header.Get("X-Request-Id")),
+				"successor": strings.Contains(a.Header.Get("Link"), `</v1/pets?id=1>; rel="successor-version"`)}
+			want := map[string]any{"status": tt.status, "added": 0, "error": "<nil>", "request id": 26, "successor": tt.link}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("GET %s over HTTP/2 mismatch (-want +got):\n%s", tt.path, diff)
+			}
+		}
+	})
 	t.Run("TLS 1.1 is refused", func(t *testing.T) {
 		if _, err := httpsClient(c.pool, tls.VersionTLS11, true).Get(rs.URL + "/healthz"); err == nil {
 			t.Error("a TLS 1.1 client was answered")

@@ -413,7 +413,8 @@ func (r *running) startServing() (servers, <-chan error) {
 	return srvs, serveErr
 }
 
-// http2Bounds holds HTTP/2 connections to the bounds HTTP/1.1 ones have.
+// http2Bounds holds HTTP/2 connections to the bounds HTTP/1.1 ones have,
+// and keeps no HPACK table of the answers' header fields (noHeaderTable).
 // Go's HTTP/2 server clears the connection's write deadline and applies
 // -write-timeout to each stream alone, by a reset queued behind the write
 // in progress: a client that stops reading held its connection, busy and
@@ -437,8 +438,23 @@ func http2Bounds(cfg config) *http.HTTP2Config {
 		WriteByteTimeout: cfg.writeTimeout,
 		SendPingTimeout:  headerTimeout,
 		PingTimeout:      headerTimeout,
+
+		MaxEncoderHeaderTableSize: noHeaderTable,
 	}
 }
+
+// noHeaderTable is the size of the HPACK table in which net/http's HTTP/2
+// server keeps the header fields it sent on a connection, to send them again
+// as an index of a byte or two: one byte, which no field fits (0 would be
+// net/http's default of 4 KiB). Every answer carries an X-Request-Id of its
+// own, and a pet its own successor-version Link; the encoder added each to
+// the table, some 200 bytes an answer, which pushed the fields that every
+// answer shares out of the client's 4 KiB table before they were sent again,
+// and kept the table's maps churning at the server: 6 % of the CPU of a get
+// over HTTP/2 (docs/performance-round-three.md, item 8). Without a table a
+// field is sent by its name's index in HPACK's static table, or literally,
+// as nginx sends its own: 255 bytes of header fields a get against 125.
+const noHeaderTable = 1
 
 // announce logs the start and prints the launch contract: the first line
 // of standard output names the URL the service answers on, https:// with
