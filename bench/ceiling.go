@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -63,7 +64,7 @@ func runCeiling(args []string) error {
 // certificate and its key (the service's TLS settings: TLS 1.2 and 1.3,
 // HTTP/2 by ALPN). It returns the server and its URL scheme.
 func bareServer(h http.Handler, h2c bool, certKey []string) (*http.Server, string, error) {
-	srv := &http.Server{Handler: h}
+	srv := &http.Server{Handler: everyAnswer(h)}
 	if h2c {
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
@@ -78,6 +79,39 @@ func bareServer(h http.Handler, h2c bool, certKey []string) (*http.Server, strin
 	}
 	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 	return srv, "https", nil
+}
+
+// everyAnswer sets the header fields that the service sends on every
+// answer, beside those of writeBody (sendCeiling's): an X-Request-Id of its
+// own, of the shape of the service's (26 characters of base32 from
+// math/rand/v2), and Strict-Transport-Security over TLS. A field that
+// differs from one answer to the next costs HTTP/2 more than one that does
+// not: HPACK sends a field it has sent before as an index.
+func everyAnswer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h["X-Request-Id"] = []string{requestID()}
+		if r.TLS != nil {
+			h["Strict-Transport-Security"] = []string{"max-age=31536000"}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requestID is a fresh request id: 26 characters of RFC 4648's base32
+// alphabet, 5 random bits each.
+func requestID() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	var id [26]byte
+	var bits uint64
+	for i := range id {
+		if i%12 == 0 { // 12 characters of 5 bits use 60 of a draw's 64
+			bits = rand.Uint64()
+		}
+		id[i] = alphabet[bits&31]
+		bits >>= 5
+	}
+	return string(id[:])
 }
 
 // ceilingBodies are the ceiling's answers, encoded once.
@@ -129,8 +163,8 @@ func encodeLine(v any) []byte {
 	return append(b, '\n')
 }
 
-// sendCeiling writes a JSON answer with the headers the service sets on
-// every answer.
+// sendCeiling writes a JSON answer with the header fields the service's
+// writeBody sets (everyAnswer has set the rest).
 func sendCeiling(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -164,7 +198,7 @@ func ceilingMux(n int64, b *ceilingBodies) *http.ServeMux {
 		h := w.Header()
 		h.Set("Deprecation", "@1795219200")
 		h.Set("Sunset", "Thu, 05 Dec 2030 00:00:00 GMT")
-		h.Add("Link", `</v1/openapi.json>; rel="deprecation"; type="application/json"`)
+		h.Add("Link", `</v1/openapi.json>; rel="deprecation"; type="application/json", </v1/pets?id=`+strconv.FormatInt(id, 10)+`>; rel="successor-version"`)
 		sendCeiling(w, http.StatusOK, b.pets[id%ceilingVariants])
 	})
 	mux.HandleFunc("POST /v1/pets", func(w http.ResponseWriter, r *http.Request) {

@@ -12,19 +12,21 @@ package main
 // own.
 //
 // Keep-alive scenarios (list-first, get, create: the requests of the main
-// benchmark's scripts), each round loading in turn: the service over plain
+// benchmark's scripts), each round loading in turn, each of the service's
+// loads next to the ceiling's over the same protocol: the service over plain
 // HTTP/1.1 with wrk (the base of the ratios), over HTTPS HTTP/1.1 with wrk,
 // over HTTPS HTTP/2 with h2load, over plain HTTP/1.1 with h2load --h1 (the
-// same client as the HTTP/2 row on both sides of a ratio), then the ceiling
-// over plain HTTP/1.1 and over HTTPS HTTP/1.1 with wrk, and over HTTPS
-// HTTP/2 and plain HTTP/2 (h2c) with h2load (what TLS and HTTP/2 cost, each
-// apart, a server that does nothing else; the service serves no h2c); in
-// create only, then durable bare over plain HTTP/1.1 with wrk and over HTTPS
-// HTTP/2 with h2load. The report compares the service with a bare server
-// over the same protocol and client: with the ceiling in list-first and get
-// (HTTPS HTTP/2 target 0.90, its CPU per request at most 1.3 times the
-// ceiling's), with durable bare in create (target 0.80), as the main
-// benchmark does.
+// same client as the HTTP/2 row on both sides of a ratio); the ceiling over
+// plain HTTP/1.1 and over HTTPS HTTP/1.1 with wrk, and over HTTPS HTTP/2 and
+// plain HTTP/2 (h2c) with h2load (what TLS and HTTP/2 cost, each apart, a
+// server that does nothing else; the service serves no h2c); in create
+// only, durable bare over plain HTTP/1.1 with wrk and over HTTPS HTTP/2 with
+// h2load. Every other round loads them in the reverse order (inTurn). The
+// bare servers answer with the service's header fields (everyAnswer). The
+// report compares the service with a bare server over the same protocol and
+// client: with the ceiling in list-first and get (HTTPS HTTP/2 target 0.90,
+// its CPU per request at most 1.3 times the ceiling's), with durable bare in
+// create (target 0.80), as the main benchmark does.
 //
 // The handshake scenario: new connections per second, each a full TLS 1.3
 // handshake (no session cache, no tickets) and one GET /healthz, from Go
@@ -210,7 +212,7 @@ func parseHTTPSOptions(args []string) (httpsOptions, error) {
 	only := fs.String("scenarios", strings.Join(httpsScenarios, ","), "the scenarios to run, comma-separated")
 	fs.StringVar(&o.profile, "profile", "", "after each scenario's rounds, one more run per service target, not counted, with a CPU profile of the service written to this directory")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (certificate, databases, binary)")
-	fs.StringVar(&o.baseline, "baseline", "", "also build the service at this git revision and load it over HTTPS HTTP/2 right after the service in each round, and compare (e.g. main, a commit hash)")
+	fs.StringVar(&o.baseline, "baseline", "", "also build the service at this git revision and load it over HTTPS HTTP/2 right before the service in each round, and compare (e.g. main, a commit hash)")
 	serviceEnvFlag(fs)
 	// Once pinned, this process sees one CPU: the machine's count comes
 	// in pinnedEnv.
@@ -453,8 +455,10 @@ func (r *httpsRun) scenarioTargets(s httpsServers, sc string) []httpsTarget {
 }
 
 // keepAliveTargets are the loads of each round of a keep-alive scenario, in
-// their order; with -baseline, the baseline's right after the service's
-// over HTTPS HTTP/2, so that the two compared run next to each other.
+// their order: each of the service's next to the ceiling's over the same
+// protocol, and with -baseline the baseline's right before the service's
+// over HTTPS HTTP/2, so that what is compared runs side by side (the VM's
+// speed moves by a fifth within minutes).
 func (r *httpsRun) keepAliveTargets(s httpsServers) []httpsTarget {
 	var baseline []httpsTarget
 	if s.baseline != nil {
@@ -462,19 +466,19 @@ func (r *httpsRun) keepAliveTargets(s httpsServers) []httpsTarget {
 	}
 	return slices.Concat([]httpsTarget{
 		{name: plainWrk, url: s.plain.url, server: s.plain, profiled: true, load: r.wrk(s.plain.url)},
-		{name: httpsWrk, url: s.https.url, server: s.https, profiled: true, load: r.wrk(s.https.url)},
-		{name: httpsH2load, url: s.https.url, server: s.https, profiled: true, load: r.h2load(s.https.url, false)},
-	}, baseline, []httpsTarget{
-		{name: plainH2load, url: s.plain.url, server: s.plain, load: r.h2load(s.plain.url, true)},
 		{name: ceilingPlainWrk, url: s.ceiling.url, server: s.ceiling, load: r.wrk(s.ceiling.url)},
+		{name: httpsWrk, url: s.https.url, server: s.https, profiled: true, load: r.wrk(s.https.url)},
 		{name: ceilingHTTPSWrk, url: s.bare.url, server: s.bare, load: r.wrk(s.bare.url)},
+	}, baseline, []httpsTarget{
+		{name: httpsH2load, url: s.https.url, server: s.https, profiled: true, load: r.h2load(s.https.url, false)},
 		{name: ceilingH2load, url: s.bare.url, server: s.bare, load: r.h2load(s.bare.url, false)},
+		{name: plainH2load, url: s.plain.url, server: s.plain, load: r.h2load(s.plain.url, true)},
 		{name: ceilingH2c, url: s.ceiling.url, server: s.ceiling, load: r.h2load(s.ceiling.url, false)},
 	})
 }
 
 // durableTargets are the loads of durable bare in each round of create,
-// after the keep-alive ones: over plain HTTP/1.1 with wrk, over HTTPS
+// beside the keep-alive ones: over plain HTTP/1.1 with wrk, over HTTPS
 // HTTP/2 with h2load.
 func (r *httpsRun) durableTargets(s httpsServers) []httpsTarget {
 	return []httpsTarget{
@@ -546,6 +550,19 @@ func httpsClient(cert certificate) *tls.Config {
 	return &tls.Config{RootCAs: cert.roots, MinVersion: tls.VersionTLS12}
 }
 
+// inTurn is the order of the targets' loads in round: as listed in the
+// first round and every other one after it, the other way round in the
+// rest, so that a drift of the VM's speed during a run favours neither of
+// two targets next to each other.
+func inTurn(targets []httpsTarget, round int) []httpsTarget {
+	if round%2 == 0 {
+		return targets
+	}
+	reversed := slices.Clone(targets)
+	slices.Reverse(reversed)
+	return reversed
+}
+
 // httpsScenario runs the rounds of one scenario on targets, after a warm-up
 // of each, and with -profile one more profiled run of each service target.
 func httpsScenario(ctx context.Context, o httpsOptions, sc string, targets []httpsTarget) (httpsScenarioResult, error) {
@@ -559,7 +576,7 @@ func httpsScenario(ctx context.Context, o httpsOptions, sc string, targets []htt
 	}
 	for round := range o.rounds {
 		line := fmt.Sprintf("%-10s round %d:", sc, round+1)
-		for _, t := range targets {
+		for _, t := range inTurn(targets, round) {
 			pid := t.server.cmd.Process.Pid
 			before, syscallsBefore := cpuTime([]int{pid}), readWriteSyscalls(pid)
 			r, negotiated, err := t.load(ctx, sc, o.duration)
@@ -777,7 +794,7 @@ func printAgainstBaseline(w io.Writer, o httpsOptions, keepAlive []httpsScenario
 	if len(parts) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "The service against the baseline (%s, %.12s), both over HTTPS HTTP/2 with h2load, one right after the other in each round: req/s of the service over the baseline's (median of the per-round ratios, lowest and highest in brackets), and the service's CPU per request over the baseline's: %s.\n\n", o.baseline, o.baselineCommit, strings.Join(parts, "; "))
+	fmt.Fprintf(w, "The service against the baseline (%s, %.12s), both over HTTPS HTTP/2 with h2load, side by side in each round: req/s of the service over the baseline's (median of the per-round ratios, lowest and highest in brackets), and the service's CPU per request over the baseline's: %s.\n\n", o.baseline, o.baselineCommit, strings.Join(parts, "; "))
 }
 
 // bareComparisonRow is the row of the comparison c in scenario s.
