@@ -99,7 +99,9 @@ func everyAnswer(next http.Handler) http.Handler {
 }
 
 // requestID is a fresh request id: 26 characters of RFC 4648's base32
-// alphabet, 5 random bits each.
+// alphabet, 5 random bits each, made as the service's newRequestID
+// (http_observe.go) makes its own, for the same cost: the ceiling cannot
+// import the service's package main.
 func requestID() string {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 	var id [26]byte
