@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,15 +203,15 @@ func stopS3() {
 }
 
 // startS3Server starts versitygw on the posix backend over root, on a free
-// port of 127.0.0.1: inside the test's network namespace nothing else runs,
-// so the port stays free until the server takes it, and again after a stop.
+// port of 127.0.0.1 (unusedPort): inside the test's network namespace
+// nothing else runs, so the port stays free until the server takes it, and
+// again after a stop.
 func startS3Server(bin, root string) (*s3Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := unusedPort("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s := &s3Server{bin: bin, root: root, addr: addr, log: &syncBuffer{}}
 	return s, s.run()
 }

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -440,4 +442,53 @@ func noteSkipped(line string) {
 // defaults.
 func defaultFeedConfig() feedConfig {
 	return feedConfig{retention: defaultEventsRetention, heartbeat: defaultEventsHeartbeat, maxStreams: defaultEventsMaxStreams}
+}
+
+// unusedPort returns a port that nothing listens on at ip, for a server
+// started later on it (and, for some, started again on it after a stop).
+// The tests that need one run in a network namespace of their own, where no
+// other test runs; but a port the kernel picks for ":0" comes from its
+// ephemeral range, from which it also takes the local port of every
+// outgoing connection, so a connection of the test's own (to Pebble, to its
+// DNS, a probe, a retry against the stopped server) could hold it when the
+// server came to listen: "address already in use" (once, 2026-11-29, in
+// TestAFailedOrderIsNotRetriedInALoop). So the port comes from below that
+// range, which the kernel never gives a connection, and never twice in one
+// process.
+func unusedPort(ip string) (int, error) {
+	givenPorts.Lock()
+	defer givenPorts.Unlock()
+	low := ephemeralLow()
+	for range 100 {
+		port := 10000 + rand.IntN(low-10000)
+		if givenPorts.given[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			continue // in use: another
+		}
+		ln.Close()
+		givenPorts.given[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port at %s below %d in 100 tries", ip, low)
+}
+
+// givenPorts are the ports unusedPort gave.
+var givenPorts = struct {
+	sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}
+
+// ephemeralLow is the lowest port of the kernel's ephemeral range (Linux's
+// ip_local_port_range), or Linux's default when it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
+		if low, err := strconv.Atoi(f[0]); err == nil && low > 11000 {
+			return low
+		}
+	}
+	return 32768
 }

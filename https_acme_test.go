@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -155,52 +154,14 @@ type acmeCA struct {
 
 // freePort returns a port that nothing listens on at ip, for a server the
 // test starts later (Pebble must know the ports it validates on before the
-// service listens on them). Inside the test's network namespace no other
-// test runs, but a port the kernel picked for ":0" comes from its
-// ephemeral range, which it also takes the local port of every outgoing
-// connection from: one that a connection of the test's own (to Pebble, to
-// its DNS, a probe of a port) held when the server came to listen on it
-// made the listen fail, "address already in use" (once, 2026-11-29). So the
-// port comes from below that range, never given to a connection, and never
-// twice in one process.
+// service listens on them); see unusedPort.
 func freePort(t *testing.T, ip string) int {
 	t.Helper()
-	freePorts.Lock()
-	defer freePorts.Unlock()
-	low := ephemeralLow()
-	for range 100 {
-		port := 10000 + rand.IntN(low-10000)
-		if freePorts.given[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-		if err != nil {
-			continue // in use: another
-		}
-		ln.Close()
-		freePorts.given[port] = true
-		return port
+	port, err := unusedPort(ip)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no free port at %s below %d in 100 tries", ip, low)
-	return 0
-}
-
-// freePorts are the ports freePort gave.
-var freePorts = struct {
-	sync.Mutex
-	given map[int]bool
-}{given: map[int]bool{}}
-
-// ephemeralLow is the lowest port of the kernel's ephemeral range (Linux's
-// ip_local_port_range), or Linux's default when it cannot be read.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
-		if low, err := strconv.Atoi(f[0]); err == nil && low > 11000 {
-			return low
-		}
-	}
-	return 32768
+	return port
 }
 
 // startACMECA starts challtestsrv, answering dnsIP for every name, and
