@@ -112,26 +112,27 @@ type eventsQuery struct {
 // parameter it leaves to the authentication (see requireKeyOrTicket).
 func parseEventsQuery(raw string) (eventsQuery, error) {
 	q := eventsQuery{limit: defaultEventsLimit}
-	err := parseQuery(raw, queryParams{operation: "listEvents", names: "after, limit, type and ticket", decode: map[string]func(string) error{
-		"after": func(v string) error {
+	err := parseQuery(raw, queryParams{operation: "listEvents", names: "after, limit, type and ticket"}, func(name, v string) (known bool, err error) {
+		switch name {
+		case "after":
 			n, ok := parseDecimal(v)
 			if !ok {
-				return errorf(codeInvalidParameter, "parameter after must be an event id: an integer from 0 to 9223372036854775807")
+				return true, errorf(codeInvalidParameter, "parameter after must be an event id: an integer from 0 to 9223372036854775807")
 			}
 			q.after, q.hasAfter = n, true
-			return nil
-		},
-		"limit": func(v string) (err error) { q.limit, err = parseLimit(v, maxEventsLimit); return err },
-		"type": func(v string) error {
-			types, err := parseTypeFilter(v)
-			if err != nil {
-				return err
+		case "limit":
+			q.limit, err = parseLimit(v, maxEventsLimit)
+		case "type":
+			var types []string
+			if types, err = parseTypeFilter(v); err == nil {
+				q.types, q.typeFilter = types, canonicalTypeFilter(types)
 			}
-			q.types, q.typeFilter = types, canonicalTypeFilter(types)
-			return nil
-		},
-		"ticket": func(string) error { return nil }, // the authentication's (see requireKeyOrTicket)
-	}})
+		case "ticket": // the authentication's (see requireKeyOrTicket)
+		default:
+			return false, nil
+		}
+		return true, err
+	})
 	return q, err
 }
 

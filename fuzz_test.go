@@ -168,6 +168,35 @@ func FuzzAuthorization(f *testing.F) {
 // already known to be valid UTF-8 and valid JSON, to what json.Decoder's Token walk yields
 // for the same object: the same keys, decoded the same way, and the same
 // bytes for each value, in the same order.
+// FuzzSplitQuery holds splitQuery, which reads every query of the API, to
+// net/url's ParseQuery, whose reading it keeps without its map: the same
+// queries refused, and the same values for each name, in order.
+func FuzzSplitQuery(f *testing.F) {
+	for _, seed := range []string{
+		"", "limit=5", "limit=5&status=sold", "a=1&a=2&b", "&&a=&=1&", "a=%zz", "%", "a;b=1", "a=1;", "a+b=c%20d",
+		"%ff=%fe", "==", "a=b=c", strings.Repeat("x=1&", 20),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		want, err := url.ParseQuery(raw)
+		params, ok := splitQuery(raw, nil)
+		if ok != (err == nil) {
+			t.Fatalf("splitQuery(%q) ok = %v; url.ParseQuery's error: %v", raw, ok, err)
+		}
+		if !ok {
+			return
+		}
+		got := url.Values{}
+		for _, p := range params {
+			got[p.name] = append(got[p.name], p.value)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("splitQuery(%q) mismatch (-want +got):\n%s", raw, diff)
+		}
+	})
+}
+
 func FuzzObjectMembers(f *testing.F) {
 	for _, seed := range []string{
 		`{}`, ` { } `, `{"name":"Rex","categoryId":1}`, "{\n\t\"name\" : \"R\\\"ex\\\\\" ,\r\"categoryId\":12 }\n",

@@ -50,37 +50,86 @@ func (spec listSpec) parameters() string {
 	return "limit, status and after"
 }
 
-// queryParams are the parameters a query string may hold, each with its
-// decoder, and how messages name them.
+// queryParams name an operation's parameters in messages.
 type queryParams struct {
-	operation string                        // the operationId: listPets
-	names     string                        // the parameters, for messages: "limit, status and after"
-	decode    map[string]func(string) error // by parameter name
+	operation string // the operationId: listPets
+	names     string // the parameters: "limit, status and after"
 }
+
+// decodeParam decodes the value of the parameter name, reporting false for
+// a name the operation does not take. It is one function of the name, not
+// a map of one function a name, and apart from queryParams (whose strings
+// go into messages), so that a query is read without allocating: lists are
+// the most requested reads.
+type decodeParam func(name, value string) (known bool, err error)
 
 // parseQuery is what every query of the API shares: the query string must
 // be valid URL encoding, with each parameter at most once, and none that
-// the operation does not take; each value goes to its parameter's decoder.
-// A value out of range is an error, never silently corrected: a client
-// asking for 500 items and getting 100 would think it had them all.
-func parseQuery(raw string, qp queryParams) error {
-	values, err := url.ParseQuery(raw)
-	if err != nil {
+// the operation does not take; each value goes to decode. Parameters
+// are checked in the order the query gives them, so that of two mistakes
+// the first is reported. A value out of range is an error, never silently
+// corrected: a client asking for 500 items and getting 100 would think it
+// had them all.
+func parseQuery(raw string, qp queryParams, decode decodeParam) error {
+	var room [8]queryParam
+	params, ok := splitQuery(raw, room[:0])
+	if !ok {
 		return errorf(codeInvalidParameter, "the query string is not valid URL encoding; parameters are %s, joined with '&'", qp.names)
 	}
-	for name, vs := range values {
-		if len(vs) > 1 {
-			return errorf(codeInvalidParameter, "parameter %q is given %d times; give it at most once", abbreviate(name), len(vs))
+	for _, p := range params {
+		if n := countParam(params, p.name); n > 1 {
+			return errorf(codeInvalidParameter, "parameter %q is given %d times; give it at most once", abbreviate(p.name), n)
 		}
-		decode, ok := qp.decode[name]
-		if !ok {
-			return errorf(codeInvalidParameter, "unknown parameter %q; %s takes %s", abbreviate(name), qp.operation, qp.names)
+		known, err := decode(p.name, p.value)
+		if !known {
+			return errorf(codeInvalidParameter, "unknown parameter %q; %s takes %s", abbreviate(p.name), qp.operation, qp.names)
 		}
-		if err := decode(vs[0]); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// queryParam is a parameter of a query string, unescaped.
+type queryParam struct{ name, value string }
+
+// splitQuery appends the parameters of a query string to params, in its
+// order, as net/url's ParseQuery reads them: separated by '&', a name
+// without '=' having an empty value, empty ones skipped; it reports false
+// for a semicolon (net/url's refusal since Go 1.17) or a malformed escape.
+func splitQuery(raw string, params []queryParam) ([]queryParam, bool) {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if strings.Contains(pair, ";") {
+			return nil, false
+		}
+		if pair == "" {
+			continue
+		}
+		name, value, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(name)
+		if err != nil {
+			return nil, false
+		}
+		if value, err = url.QueryUnescape(value); err != nil {
+			return nil, false
+		}
+		params = append(params, queryParam{name, value})
+	}
+	return params, true
+}
+
+// countParam counts the parameters of params named name.
+func countParam(params []queryParam, name string) int {
+	n := 0
+	for _, p := range params {
+		if p.name == name {
+			n++
+		}
+	}
+	return n
 }
 
 // parseLimit reads the value of limit: an integer from 1 to most.
@@ -95,30 +144,29 @@ func parseLimit(v string, most int) (int, error) {
 // parseListQuery validates the query string of a list.
 func parseListQuery(raw string, spec listSpec) (listQuery, error) {
 	q := listQuery{page: pageRequest{limit: defaultLimit}}
-	decode := map[string]func(string) error{
-		"limit": func(v string) (err error) { q.page.limit, err = parseLimit(v, maxLimit); return err },
-		"after": func(v string) error {
+	decode := func(name, v string) (known bool, err error) {
+		switch {
+		case name == "limit":
+			q.page.limit, err = parseLimit(v, maxLimit)
+		case name == "after":
 			n, ok := parseDecimal(v)
 			if !ok {
-				return errorf(codeInvalidParameter, "parameter after must be %s id: an integer from 0 to 9223372036854775807", article(spec.item))
+				return true, errorf(codeInvalidParameter, "parameter after must be %s id: an integer from 0 to 9223372036854775807", article(spec.item))
 			}
 			q.page.after = n
-			return nil
-		},
-	}
-	if spec.statuses != nil {
-		decode["status"] = func(v string) error {
+		case name == "status" && spec.statuses != nil:
 			if !slices.Contains(spec.statuses, v) {
-				return errorf(codeInvalidParameter, "parameter status must be one of %s", strings.Join(spec.statuses, ", "))
+				return true, errorf(codeInvalidParameter, "parameter status must be one of %s", strings.Join(spec.statuses, ", "))
 			}
 			q.status = v
-			return nil
+		case name == "id" && spec.idFilter:
+			q.ids, err = parseIDList(v, spec.item)
+		default:
+			return false, nil
 		}
+		return true, err
 	}
-	if spec.idFilter {
-		decode["id"] = func(v string) (err error) { q.ids, err = parseIDList(v, spec.item); return err }
-	}
-	if err := parseQuery(raw, queryParams{operation: spec.operation, names: spec.parameters(), decode: decode}); err != nil {
+	if err := parseQuery(raw, queryParams{spec.operation, spec.parameters()}, decode); err != nil {
 		return q, err
 	}
 	return q, spec.checkLinkFits(q)

@@ -289,17 +289,21 @@ func handleListWebhookDeliveries(log *slog.Logger, st *store) http.Handler {
 // (a newest-first list pages backwards).
 func parseDeliveriesQuery(raw string) (limit int, before int64, err error) {
 	limit, before = defaultLimit, int64(1<<63-1)
-	err = parseQuery(raw, queryParams{operation: "listWebhookDeliveries", names: "limit and before", decode: map[string]func(string) error{
-		"limit": func(v string) (err error) { limit, err = parseLimit(v, maxLimit); return err },
-		"before": func(v string) error {
+	err = parseQuery(raw, queryParams{operation: "listWebhookDeliveries", names: "limit and before"}, func(name, v string) (known bool, err error) {
+		switch name {
+		case "limit":
+			limit, err = parseLimit(v, maxLimit)
+		case "before":
 			n, ok := parseDecimal(v)
 			if !ok || n < 1 {
-				return errorf(codeInvalidParameter, "parameter before must be a delivery id: an integer from 1 to 9223372036854775807")
+				return true, errorf(codeInvalidParameter, "parameter before must be a delivery id: an integer from 1 to 9223372036854775807")
 			}
 			before = n
-			return nil
-		},
-	}})
+		default:
+			return false, nil
+		}
+		return true, err
+	})
 	return limit, before, err
 }
 
