@@ -45,6 +45,9 @@ const letsEncryptCA = "https://acme-v02.api.letsencrypt.org/directory"
 // which is the domain owner's choice, not the service's).
 const hstsValue = "max-age=31536000"
 
+// hstsField is hstsValue as the value of a header field.
+var hstsField = [1]string{hstsValue}
+
 // tlsSettings are the HTTPS settings, checked (see check).
 type tlsSettings struct {
 	domains    string   // -domain, as given
@@ -173,7 +176,7 @@ func serverTLSConfig(base *tls.Config, extraProtos ...string) *tls.Config {
 func hsts(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS != nil {
-			w.Header().Set("Strict-Transport-Security", hstsValue)
+			w.Header()["Strict-Transport-Security"] = hstsField[:] // as Set would, shared (see jsonFields)
 		}
 		next.ServeHTTP(w, r)
 	})
