@@ -140,6 +140,10 @@ type dispatcher struct {
 
 	deliveries *prometheus.CounterVec
 	inFlight   atomic.Int64
+
+	// afterRead, when set (by tests), runs in deliverAll right after each
+	// read of a subscription, before its events are listed.
+	afterRead func()
 }
 
 // newDispatcher returns the dispatcher of st for a service listening on own,
@@ -358,6 +362,18 @@ func (d *dispatcher) deliverAll(ctx context.Context, id int64) {
 		// Taken before reading, so that a commit after the read wakes
 		// the wait below.
 		wake := d.st.events.wait()
+		// The feed's bounds before the subscription: every event up to
+		// the end read was committed before the subscription was read, so
+		// it goes to the URL in force when it occurred or a later one,
+		// never to one that a PATCH answered before it had replaced. An
+		// event after the end waits for the next turn, which reads the
+		// subscription again. And a list that finds none of the
+		// subscription's types up to the end may pass over all of them.
+		b, err := d.st.eventBounds(ctx)
+		if err != nil {
+			sleep(ctx, poll)
+			continue
+		}
 		w, err := d.st.getWebhook(ctx, id, nil)
 		if errors.As(err, new(*notFoundError)) {
 			return
@@ -369,6 +385,9 @@ func (d *dispatcher) deliverAll(ctx context.Context, id int64) {
 			sleep(ctx, poll)
 			continue
 		}
+		if d.afterRead != nil {
+			d.afterRead()
+		}
 		if w.Status != webhookActive || w.leaseOwner != d.owner {
 			return
 		}
@@ -376,14 +395,6 @@ func (d *dispatcher) deliverAll(ctx context.Context, id int64) {
 			// Read again at least every poll: a new URL or a
 			// re-activation retries at once.
 			sleep(ctx, min(wait, poll))
-			continue
-		}
-		// The bounds first, then the events: every event up to the end
-		// read is committed, so a list that finds none of the
-		// subscription's types up to it may pass over all of them.
-		b, err := d.st.eventBounds(ctx)
-		if err != nil {
-			sleep(ctx, poll)
 			continue
 		}
 		if w.deliveredThrough < b.prunedThrough {
@@ -401,22 +412,24 @@ func (d *dispatcher) deliverAll(ctx context.Context, id int64) {
 			sleep(ctx, poll)
 			continue
 		}
-		if len(events) == 0 {
-			if types != nil && b.end > w.deliveredThrough {
-				if err := d.st.passOverEvents(ctx, d.owner, id, b.end); err != nil && ctx.Err() == nil {
-					d.log.Warn("webhook cursor not moved past events of other types", "webhook", id, "err", err)
-				}
-			}
-			t := time.NewTimer(poll)
-			select {
-			case <-ctx.Done():
-			case <-wake:
-			case <-t.C:
-			}
-			t.Stop()
+		if len(events) == 1 && events[0].ID <= b.end {
+			d.attempt(ctx, w, events[0])
 			continue
 		}
-		d.attempt(ctx, w, events[0])
+		if types != nil && b.end > w.deliveredThrough {
+			if err := d.st.passOverEvents(ctx, d.owner, id, b.end); err != nil && ctx.Err() == nil {
+				d.log.Warn("webhook cursor not moved past events of other types", "webhook", id, "err", err)
+			}
+		}
+		// An event after the end was committed after wake was taken,
+		// which has fired then: the next turn comes at once.
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 }
 

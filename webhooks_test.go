@@ -36,9 +36,17 @@ var fastWebhooks = webhookConfig{backoff: 5 * time.Millisecond, giveUp: time.Hou
 // ends (before the store closes), and returns it with its stop function.
 func startDispatcher(t testing.TB, ts *testServer, cfg webhookConfig) (*dispatcher, func()) {
 	t.Helper()
+	return startDispatcherHooked(t, ts, cfg, nil)
+}
+
+// startDispatcherHooked is startDispatcher with the dispatcher's afterRead
+// hook set.
+func startDispatcherHooked(t testing.TB, ts *testServer, cfg webhookConfig, afterRead func()) (*dispatcher, func()) {
+	t.Helper()
 	u, _ := url.Parse(ts.URL)
 	own, _ := net.ResolveTCPAddr("tcp", u.Host)
 	d := newDispatcher(slogTo(ts.Log), ts.Store, cfg, []net.Addr{own}, time.Now)
+	d.afterRead = afterRead
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); d.run(ctx) }()
@@ -1215,6 +1223,44 @@ func TestWebhookVerificationExampleIsTheDocs(t *testing.T) {
 			t.Errorf("verify of the delivery, then of a changed body, mismatch (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestAnEventGoesToTheURLInForceWhenItOccurred: an event that occurs after
+// a PATCH of a subscription's URL has been answered goes to the new URL,
+// even when the dispatcher read the subscription before the PATCH and
+// lists the subscription's events after the event (the test holds it
+// between the two). The dispatcher reads the feed's end before the
+// subscription, and leaves an event after that end to its next turn.
+func TestAnEventGoesToTheURLInForceWhenItOccurred(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	before, after := newReceiver(t), newReceiver(t)
+	var armed atomic.Bool
+	held, proceed := make(chan struct{}, 1), make(chan struct{})
+	startDispatcherHooked(t, ts, fastWebhooks, func() {
+		if armed.CompareAndSwap(true, false) {
+			held <- struct{}{}
+			<-proceed
+		}
+	})
+	var once sync.Once
+	release := func() { once.Do(func() { close(proceed) }) }
+	t.Cleanup(release) // before the dispatcher's stop, which waits for it
+	sub := subscribe(t, ts, fmt.Sprintf(`{"url": %q}`, before.srv.URL))
+	armed.Store(true)
+	select {
+	case <-held:
+	case <-time.After(eventuallyWithin):
+		t.Fatal("the dispatcher did not read the subscription")
+	}
+	ts.do(t, "PATCH", webhookPath(sub.ID), fmt.Sprintf(`{"url": %q}`, after.srv.URL), nil)
+	ts.createPet(t, "Rex", 1, "")
+	release()
+	eventually(t, "the event delivered", func() bool { return len(before.requests())+len(after.requests()) > 0 })
+	got := map[string]int{"old URL": len(before.requests()), "new URL": len(after.requests())}
+	if diff := cmp.Diff(map[string]int{"old URL": 0, "new URL": 1}, got); diff != "" {
+		t.Errorf("deliveries of the event that followed the PATCH mismatch (-want +got):\n%s", diff)
+	}
 }
 
 // TestWebhooksNeverReachTheProfilesListener: the profiles' listener
