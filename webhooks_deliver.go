@@ -412,8 +412,12 @@ func (d *dispatcher) deliverAll(ctx context.Context, id int64) {
 			sleep(ctx, poll)
 			continue
 		}
-		if len(events) == 1 && events[0].ID <= b.end {
-			d.attempt(ctx, w, events[0])
+		if len(events) == 1 {
+			// An event after the end was committed after the
+			// subscription was read: the next turn reads it again first.
+			if events[0].ID <= b.end {
+				d.attempt(ctx, w, events[0])
+			}
 			continue
 		}
 		if types != nil && b.end > w.deliveredThrough {
@@ -421,8 +425,6 @@ func (d *dispatcher) deliverAll(ctx context.Context, id int64) {
 				d.log.Warn("webhook cursor not moved past events of other types", "webhook", id, "err", err)
 			}
 		}
-		// An event after the end was committed after wake was taken,
-		// which has fired then: the next turn comes at once.
 		t := time.NewTimer(poll)
 		select {
 		case <-ctx.Done():
