@@ -1109,3 +1109,41 @@ func TestOrderTransitionsAreCounted(t *testing.T) {
 		t.Errorf("order transitions mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestWritesACommitAreCounted: the two counters of group commit count each
+// committed batch once and each write in it once, so that their ratio is the
+// writes that shared a commit.
+func TestWritesACommitAreCounted(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	counts := func() map[string]float64 {
+		families := metricFamilies(t, ts.do(t, "GET", "/metrics", "", nil).Body)
+		return map[string]float64{
+			"commits": seriesIn(families, "petstore_write_commits_total", map[string]string{}),
+			"writes":  seriesIn(families, "petstore_writes_committed_total", map[string]string{}),
+		}
+	}
+	before := counts()
+	release := blockWriter(t, ts.Store)
+	const n = 10
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if res := ts.do(t, "POST", "/v1/pets", fmt.Sprintf(`{"name":"p%d","categoryId":1}`, i), nil); res.Status != http.StatusCreated {
+				t.Errorf("create %d: status %d, body %s", i, res.Status, res.Body)
+			}
+		})
+	}
+	waitQueued(t, ts.Store, n)
+	release()
+	wg.Wait()
+	ts.createPet(t, "alone", 1, "available")
+	after := counts()
+	got := map[string]float64{"commits": after["commits"] - before["commits"], "writes": after["writes"] - before["writes"]}
+	// The blocking job's commit (a write of nothing), one for the ten
+	// creates queued behind it, and one for the create alone.
+	want := map[string]float64{"commits": 3, "writes": 12}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("group commit's counters (-want +got):\n%s", diff)
+	}
+}

@@ -126,6 +126,10 @@ type store struct {
 	closeOnce sync.Once
 
 	errors atomic.Uint64 // failed database operations, for the metrics
+	// commits and committedWrites count the writer's committed batches and
+	// the writes in them, for the metrics: their ratio is how many writes
+	// shared each commit (and its fsync).
+	commits, committedWrites atomic.Uint64
 	// streamReads counts the reads of the events table for streams (see
 	// streamEvents), for the metrics.
 	streamReads atomic.Uint64

@@ -311,6 +311,8 @@ func (s *store) runBatch(batch []*writeJob) (expect int) {
 		results, changes, committed, err = s.attemptBatch(batch, true)
 	}
 	if committed {
+		s.commits.Add(1)
+		s.committedWrites.Add(uint64(len(batch)))
 		// Published after the commit and before any job is answered: a
 		// read that starts after a client saw its 2xx finds the caches'
 		// generations moved, so it is never served an answer cached from

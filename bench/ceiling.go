@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // ceilingPet has the shape of the service's Pet, so that the ceiling's bodies
@@ -39,9 +40,13 @@ const ceilingVariants = 1024
 // HTTP/1.1 (h2c, with prior knowledge), which bench https loads to tell
 // what HTTP/2 costs from what TLS does.
 func runCeiling(args []string) error {
+	bounds := len(args) == 5 && args[4] == "bounds"
+	if bounds {
+		args = args[:4]
+	}
 	h2c := len(args) == 3 && args[2] == "h2c"
 	if len(args) != 2 && len(args) != 4 && !h2c {
-		return fmt.Errorf("usage: bench ceiling ADDR PETS [h2c | CERT KEY]")
+		return fmt.Errorf("usage: bench ceiling ADDR PETS [h2c | CERT KEY [bounds]]")
 	}
 	n, err := strconv.ParseInt(args[1], 10, 64)
 	if err != nil {
@@ -56,7 +61,25 @@ func runCeiling(args []string) error {
 	if err != nil {
 		return err
 	}
+	if bounds {
+		withServiceTimeouts(srv)
+	}
 	return serveCeiling(srv, ln, scheme)
+}
+
+// withServiceTimeouts gives srv the time bounds the service's server has by
+// default (its -read-header-timeout, -read-timeout, -write-timeout and
+// -idle-timeout, and over HTTP/2 the write and ping timeouts of its
+// http2Bounds), which net/http enforces: the ceiling with "bounds" after
+// CERT KEY measures what they cost by themselves, apart from everything
+// else the service adds. Over HTTP/2 net/http arms two timers for each
+// stream and sets the connection's write deadline around each write.
+func withServiceTimeouts(srv *http.Server) {
+	srv.ReadHeaderTimeout = 5 * time.Second
+	srv.ReadTimeout = 30 * time.Second
+	srv.WriteTimeout = 30 * time.Second
+	srv.IdleTimeout = 120 * time.Second
+	srv.HTTP2 = &http.HTTP2Config{WriteByteTimeout: 30 * time.Second, SendPingTimeout: 5 * time.Second, PingTimeout: 5 * time.Second}
 }
 
 // bareServer is the server of the ceiling and of durable bare: h over

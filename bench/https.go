@@ -3,9 +3,10 @@ package main
 // bench https measures what HTTPS costs the service, in one run. It makes an
 // ECDSA P-256 certificate for 127.0.0.1, builds the service, and starts it
 // twice on databases of the same size: once over plain HTTP, once with
-// -tls-cert and -tls-key. Beside them it starts the bare ceiling twice, over
-// plain HTTP (HTTP/1.1 and h2c) and over TLS with the same certificate (the
-// bare Go TLS server), and, when create runs, durable bare twice (bench
+// -tls-cert and -tls-key. Beside them it starts the bare ceiling three
+// times, over plain HTTP (HTTP/1.1 and h2c), over TLS with the same
+// certificate (the bare Go TLS server), and over TLS with the service's time
+// bounds (withServiceTimeouts), and, when create runs, durable bare twice (bench
 // durable, durable.go: net/http and SQLite in WAL with synchronous=FULL,
 // group commit, the least a durable create costs), over plain HTTP/1.1 and
 // over TLS with the same certificate, each on a fresh SQLite file of its
@@ -19,7 +20,9 @@ package main
 // same client as the HTTP/2 row on both sides of a ratio); the ceiling over
 // plain HTTP/1.1 and over HTTPS HTTP/1.1 with wrk, and over HTTPS HTTP/2 and
 // plain HTTP/2 (h2c) with h2load (what TLS and HTTP/2 cost, each apart, a
-// server that does nothing else; the service serves no h2c); in create
+// server that does nothing else; the service serves no h2c), and with the
+// service's time bounds over HTTPS HTTP/2 (what net/http's enforcement of
+// them costs by itself); in create
 // only, durable bare over plain HTTP/1.1 with wrk and over HTTPS HTTP/2 with
 // h2load. Every other round loads them in the reverse order (inTurn). The
 // bare servers answer with the service's header fields (everyAnswer). The
@@ -110,6 +113,7 @@ const (
 	ceilingHTTPSWrk = "ceiling, HTTPS HTTP/1.1, wrk"
 	ceilingH2load   = "ceiling, HTTPS HTTP/2, h2load"
 	ceilingH2c      = "ceiling, plain HTTP/2 (h2c), h2load"
+	boundedH2load   = "ceiling with the service's timeouts, HTTPS HTTP/2, h2load"
 	durablePlainWrk = "durable bare, plain HTTP/1.1, wrk"
 	durableH2load   = "durable bare, HTTPS HTTP/2, h2load"
 	baselineH2load  = "baseline, HTTPS HTTP/2, h2load"
@@ -338,6 +342,7 @@ type httpsServers struct {
 	plain, https *process // the service over plain HTTP and over HTTPS
 	ceiling      *process // the ceiling over plain HTTP/1.1 and h2c
 	bare         *process // the ceiling over TLS: the bare Go TLS server
+	bounded      *process // the same with the service's time bounds
 	// Durable bare over plain HTTP/1.1 and over TLS; nil unless create
 	// runs.
 	durable, durableTLS *process
@@ -366,6 +371,9 @@ func (r *httpsRun) startServers(ctx context.Context) (httpsServers, error) {
 		return s, err
 	}
 	if s.bare, err = r.startCeiling(ctx, r.cert.certFile, r.cert.keyFile); err != nil {
+		return s, err
+	}
+	if s.bounded, err = r.startCeiling(ctx, r.cert.certFile, r.cert.keyFile, "bounds"); err != nil {
 		return s, err
 	}
 	fmt.Fprintf(os.Stderr, "service over plain HTTP on %s, over HTTPS on %s; ceiling on %s and %s\n", s.plain.url, s.https.url, s.ceiling.url, s.bare.url)
@@ -472,6 +480,7 @@ func (r *httpsRun) keepAliveTargets(s httpsServers) []httpsTarget {
 	}, baseline, []httpsTarget{
 		{name: httpsH2load, url: s.https.url, server: s.https, profiled: true, load: r.h2load(s.https.url, false)},
 		{name: ceilingH2load, url: s.bare.url, server: s.bare, load: r.h2load(s.bare.url, false)},
+		{name: boundedH2load, url: s.bounded.url, server: s.bounded, load: r.h2load(s.bounded.url, false)},
 		{name: plainH2load, url: s.plain.url, server: s.plain, load: r.h2load(s.plain.url, true)},
 		{name: ceilingH2c, url: s.ceiling.url, server: s.ceiling, load: r.h2load(s.ceiling.url, false)},
 	})
@@ -695,6 +704,13 @@ func printKeepAlive(w io.Writer, keepAlive []httpsScenarioResult) {
 		tlsAlone = append(tlsAlone, fmt.Sprintf("%s %s", s.name, ratioRange(rpsRatios(s.runs[ceilingH2load], s.runs[ceilingH2c]))))
 	}
 	fmt.Fprintf(w, "What TLS alone costs HTTP/2, on the ceiling: HTTPS HTTP/2 / plain HTTP/2 (h2c), h2load on both: %s.\n\n", strings.Join(tlsAlone, "; "))
+	var timeouts []string
+	for _, s := range keepAlive {
+		bounded, bare := s.runs[boundedH2load], s.runs[ceilingH2load]
+		cpu := medianOf(bounded, wrkResult.cpuPerRequest) / medianOf(bare, wrkResult.cpuPerRequest)
+		timeouts = append(timeouts, fmt.Sprintf("%s %s, CPU per request %.2f", s.name, ratioRange(rpsRatios(bounded, bare)), cpu))
+	}
+	fmt.Fprintf(w, "What net/http's enforcement of the service's time bounds costs by itself, on the ceiling over HTTPS HTTP/2 (its per-stream timers, the write deadline around each write, the pings): the ceiling with them / the ceiling, h2load on both: %s.\n\n", strings.Join(timeouts, "; "))
 }
 
 // keepAliveRatios are the cells of the load name's row in scenario s that
@@ -729,7 +745,7 @@ func plainBaseOf(name string) string {
 	switch name {
 	case httpsWrk, httpsH2load, plainH2load:
 		return plainWrk
-	case ceilingHTTPSWrk, ceilingH2load, ceilingH2c:
+	case ceilingHTTPSWrk, ceilingH2load, ceilingH2c, boundedH2load:
 		return ceilingPlainWrk
 	case durableH2load:
 		return durablePlainWrk
