@@ -131,6 +131,9 @@ type httpsTarget struct {
 	// (the service's loads only: the ceiling has no profiles).
 	profiled bool
 	load     func(ctx context.Context, sc string, d time.Duration) (wrkResult, string, error)
+	// commits reads the service's group commit counters, for the writes
+	// a commit of each create load (the service's loads only).
+	commits func(ctx context.Context) (writes, commits int64, err error)
 }
 
 // httpsScenarioResult is every round of one scenario of bench https.
@@ -473,15 +476,15 @@ func (r *httpsRun) keepAliveTargets(s httpsServers) []httpsTarget {
 		baseline = append(baseline, httpsTarget{name: baselineH2load, url: s.baseline.url, server: s.baseline, load: r.h2load(s.baseline.url, false)})
 	}
 	return slices.Concat([]httpsTarget{
-		{name: plainWrk, url: s.plain.url, server: s.plain, profiled: true, load: r.wrk(s.plain.url)},
+		{name: plainWrk, url: s.plain.url, server: s.plain, profiled: true, load: r.wrk(s.plain.url), commits: r.commitCounters(s.plain.url)},
 		{name: ceilingPlainWrk, url: s.ceiling.url, server: s.ceiling, load: r.wrk(s.ceiling.url)},
-		{name: httpsWrk, url: s.https.url, server: s.https, profiled: true, load: r.wrk(s.https.url)},
+		{name: httpsWrk, url: s.https.url, server: s.https, profiled: true, load: r.wrk(s.https.url), commits: r.commitCounters(s.https.url)},
 		{name: ceilingHTTPSWrk, url: s.bare.url, server: s.bare, load: r.wrk(s.bare.url)},
 	}, baseline, []httpsTarget{
-		{name: httpsH2load, url: s.https.url, server: s.https, profiled: true, load: r.h2load(s.https.url, false)},
+		{name: httpsH2load, url: s.https.url, server: s.https, profiled: true, load: r.h2load(s.https.url, false), commits: r.commitCounters(s.https.url)},
 		{name: ceilingH2load, url: s.bare.url, server: s.bare, load: r.h2load(s.bare.url, false)},
 		{name: boundedH2load, url: s.bounded.url, server: s.bounded, load: r.h2load(s.bounded.url, false)},
-		{name: plainH2load, url: s.plain.url, server: s.plain, load: r.h2load(s.plain.url, true)},
+		{name: plainH2load, url: s.plain.url, server: s.plain, load: r.h2load(s.plain.url, true), commits: r.commitCounters(s.plain.url)},
 		{name: ceilingH2c, url: s.ceiling.url, server: s.ceiling, load: r.h2load(s.ceiling.url, false)},
 	})
 }
@@ -502,6 +505,42 @@ func (r *httpsRun) newConnTargets(s httpsServers) []httpsTarget {
 	return []httpsTarget{
 		{name: bareTLSServer, url: s.bare.url, server: s.bare, load: r.handshakes(s.bare.url)},
 		{name: serviceTLS, url: s.https.url, server: s.https, profiled: true, load: r.handshakes(s.https.url)},
+	}
+}
+
+// commitCounters reads the group commit counters of the service at url
+// (petstore_writes_committed_total and petstore_write_commits_total).
+func (r *httpsRun) commitCounters(url string) func(context.Context) (writes, commits int64, err error) {
+	client := &http.Client{Timeout: startTimeout}
+	if strings.HasPrefix(url, "https:") {
+		client.Transport = &http.Transport{TLSClientConfig: httpsClient(r.cert)}
+	}
+	return func(ctx context.Context) (writes, commits int64, err error) {
+		req, err := http.NewRequestWithContext(ctx, "GET", url+"/metrics", nil)
+		if err != nil {
+			return 0, 0, err
+		}
+		req.Header.Set("Authorization", "Bearer "+benchKey)
+		res, err := client.Do(req)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		if err != nil || res.StatusCode != http.StatusOK {
+			return 0, 0, fmt.Errorf("GET /metrics: status %d, %v", res.StatusCode, err)
+		}
+		for line := range strings.Lines(string(body)) {
+			name, value, _ := strings.Cut(strings.TrimSpace(line), " ")
+			v, _ := strconv.ParseFloat(value, 64) // counters print as floats
+			switch name {
+			case "petstore_writes_committed_total":
+				writes = int64(v)
+			case "petstore_write_commits_total":
+				commits = int64(v)
+			}
+		}
+		return writes, commits, nil
 	}
 }
 
@@ -586,15 +625,9 @@ func httpsScenario(ctx context.Context, o httpsOptions, sc string, targets []htt
 	for round := range o.rounds {
 		line := fmt.Sprintf("%-10s round %d:", sc, round+1)
 		for _, t := range inTurn(targets, round) {
-			pid := t.server.cmd.Process.Pid
-			before, syscallsBefore := cpuTime([]int{pid}), readWriteSyscalls(pid)
-			r, negotiated, err := t.load(ctx, sc, o.duration)
+			r, negotiated, err := loadOnce(ctx, o, sc, t)
 			if err != nil {
 				return s, fmt.Errorf("%s, %s: %w", sc, t.name, err)
-			}
-			r.CPU = []time.Duration{cpuUsed(before, cpuTime([]int{pid}))}
-			if after := readWriteSyscalls(pid); after >= 0 && syscallsBefore >= 0 {
-				r.Syscalls = after - syscallsBefore
 			}
 			s.runs[t.name] = append(s.runs[t.name], r)
 			if negotiated != "" {
@@ -623,6 +656,38 @@ func httpsScenario(ctx context.Context, o httpsOptions, sc string, targets []htt
 		fmt.Fprintf(os.Stderr, "%-10s profiled %s: %s\n", sc, t.name, file)
 	}
 	return s, nil
+}
+
+// loadOnce runs one counted load of target t in scenario sc, with the
+// server's CPU time and system calls, and in create the service's writes
+// and commits, read outside the load's CPU time.
+func loadOnce(ctx context.Context, o httpsOptions, sc string, t httpsTarget) (wrkResult, string, error) {
+	counted := sc == "create" && t.commits != nil
+	var writes, commits int64
+	if counted {
+		var err error
+		if writes, commits, err = t.commits(ctx); err != nil {
+			return wrkResult{}, "", err
+		}
+	}
+	pid := t.server.cmd.Process.Pid
+	before, syscallsBefore := cpuTime([]int{pid}), readWriteSyscalls(pid)
+	r, negotiated, err := t.load(ctx, sc, o.duration)
+	if err != nil {
+		return r, "", err
+	}
+	r.CPU = []time.Duration{cpuUsed(before, cpuTime([]int{pid}))}
+	if after := readWriteSyscalls(pid); after >= 0 && syscallsBefore >= 0 {
+		r.Syscalls = after - syscallsBefore
+	}
+	if counted {
+		w, c, err := t.commits(ctx)
+		if err != nil {
+			return r, "", err
+		}
+		r.Writes, r.WriteXacts = w-writes, c-commits
+	}
+	return r, negotiated, nil
 }
 
 // printHTTPSReport writes the report of bench https in Markdown.
@@ -704,6 +769,7 @@ func printKeepAlive(w io.Writer, keepAlive []httpsScenarioResult) {
 		tlsAlone = append(tlsAlone, fmt.Sprintf("%s %s", s.name, ratioRange(rpsRatios(s.runs[ceilingH2load], s.runs[ceilingH2c]))))
 	}
 	fmt.Fprintf(w, "What TLS alone costs HTTP/2, on the ceiling: HTTPS HTTP/2 / plain HTTP/2 (h2c), h2load on both: %s.\n\n", strings.Join(tlsAlone, "; "))
+	printWritesACommit(w, keepAlive)
 	var timeouts []string
 	for _, s := range keepAlive {
 		bounded, bare := s.runs[boundedH2load], s.runs[ceilingH2load]
@@ -922,4 +988,28 @@ func (r wrkResult) syscallsPerRequest() float64 {
 		return 0
 	}
 	return float64(r.Syscalls) / float64(r.Requests)
+}
+
+// printWritesACommit writes, for create, how many of the service's writes
+// shared each commit under each of its loads: the same over HTTP/2 as over
+// HTTP/1.1 says that the batches do not split when the writers come back
+// more slowly.
+func printWritesACommit(w io.Writer, keepAlive []httpsScenarioResult) {
+	for _, s := range keepAlive {
+		var parts []string
+		for _, name := range s.targets {
+			rs := s.runs[name]
+			if len(rs) == 0 || rs[0].WriteXacts == 0 {
+				continue
+			}
+			perCommit := make([]float64, len(rs))
+			for i, x := range rs {
+				perCommit[i] = float64(x.Writes) / float64(max(1, x.WriteXacts))
+			}
+			parts = append(parts, fmt.Sprintf("%s %.1f (%.1f to %.1f)", name, median(perCommit, identity), slices.Min(perCommit), slices.Max(perCommit)))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(w, "Writes a commit in %s (the service's petstore_writes_committed_total over petstore_write_commits_total across each load; median, lowest and highest): %s.\n\n", s.name, strings.Join(parts, "; "))
+		}
+	}
 }
